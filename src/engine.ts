@@ -1,0 +1,154 @@
+/**
+ * The Engine: the only thing an adapter implements.
+ *
+ * A small transactional, ordered key-value store over tuple keys. Every
+ * contract of the kit (the usage journal, the storage primitives, the queue)
+ * is written once, over this interface, with its own secondary-index entries.
+ *
+ * Promises an Engine makes (checked by `isostore/testing`):
+ * - Keys are tuples of strings and finite numbers, ordered element-wise the way
+ *   IndexedDB orders array keys: a number sorts before any string, numbers by
+ *   value, strings by UTF-16 code units, and a tuple that is a prefix of another
+ *   sorts first.
+ * - `transact(mode, fn)` runs `fn` in one transaction: it sees its own writes,
+ *   and either all of its writes commit or, when `fn` throws (or the engine
+ *   fails), none of them do. Transactions are serializable with respect to each
+ *   other.
+ * - Inside `fn`, code awaits nothing but the transaction's own calls
+ *   (IndexedDB commits a transaction the moment it waits on anything else).
+ * - Values are plain structured data (JSON-like values and `Uint8Array`). The
+ *   core never mutates a value after `put` or after `get`, so an engine may hand
+ *   back the very object it stored.
+ */
+
+/** One element of a tuple key. Numbers must be finite. */
+export type KeyPart = string | number;
+
+/** A tuple key, compared element-wise (see {@link compareKeys}). */
+export type Key = readonly KeyPart[];
+
+/**
+ * Which keys a scan visits. All bounds are optional; `prefix` restricts the
+ * scan to keys that begin with it, and `lower` / `upper` (full keys) narrow it
+ * further.
+ */
+export interface KeyRange {
+  /** Only keys that start with these elements. */
+  readonly prefix?: Key;
+  /** Smallest key visited (inclusive unless `lowerOpen`). */
+  readonly lower?: Key;
+  readonly lowerOpen?: boolean;
+  /** Largest key visited (inclusive unless `upperOpen`). */
+  readonly upper?: Key;
+  readonly upperOpen?: boolean;
+}
+
+/** Options of {@link EngineTransaction.scan}. */
+export interface ScanOptions {
+  /** At most this many entries (a positive integer). Unbounded when absent. */
+  readonly limit?: number;
+  /** Visit keys in descending order. */
+  readonly reverse?: boolean;
+}
+
+/** One stored entry, as a scan returns it. */
+export interface Entry<V = unknown> {
+  readonly key: Key;
+  readonly value: V;
+}
+
+/** Whether a transaction may write. */
+export type TransactionMode = "readonly" | "readwrite";
+
+/**
+ * The handle a transaction body works with. `put` and `delete` are queued in
+ * order and take effect for later reads of the same transaction at once; a
+ * failure of either surfaces as the rejection of `transact`.
+ */
+export interface EngineTransaction {
+  get<V = unknown>(key: Key): Promise<V | undefined>;
+  put(key: Key, value: unknown): void;
+  delete(key: Key): void;
+  scan<V = unknown>(range: KeyRange, options?: ScanOptions): Promise<Entry<V>[]>;
+}
+
+/** A transactional, ordered key-value store over tuple keys. */
+export interface Engine {
+  /** Whether committed data outlives the process (memory: false). */
+  readonly durable: boolean;
+  /**
+   * Run `fn` in one transaction and resolve with its result once the
+   * transaction committed. A throw inside `fn` rolls back everything it wrote
+   * and rejects with that error.
+   */
+  transact<T>(mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>): Promise<T>;
+  /** Release the engine's resources. Further calls reject. */
+  close(): Promise<void>;
+}
+
+/**
+ * Compare two key parts the way IndexedDB compares array elements: numbers
+ * before strings, numbers by value, strings by UTF-16 code units.
+ */
+export function compareKeyParts(a: KeyPart, b: KeyPart): number {
+  if (typeof a === "number") {
+    if (typeof b === "number") return a < b ? -1 : a > b ? 1 : 0;
+    return -1;
+  }
+  if (typeof b === "number") return 1;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Compare two tuple keys element-wise; a proper prefix sorts first. */
+export function compareKeys(a: Key, b: Key): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const c = compareKeyParts(a[i]!, b[i]!);
+    if (c !== 0) return c;
+  }
+  return a.length - b.length;
+}
+
+/** Whether `key` starts with every element of `prefix`. */
+export function hasPrefix(key: Key, prefix: Key): boolean {
+  if (key.length < prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) {
+    if (compareKeyParts(key[i]!, prefix[i]!) !== 0) return false;
+  }
+  return true;
+}
+
+/** Whether `key` lies inside `range`. */
+export function inRange(key: Key, range: KeyRange): boolean {
+  if (range.prefix && !hasPrefix(key, range.prefix)) return false;
+  if (range.lower) {
+    const c = compareKeys(key, range.lower);
+    if (c < 0 || (c === 0 && range.lowerOpen)) return false;
+  }
+  if (range.upper) {
+    const c = compareKeys(key, range.upper);
+    if (c > 0 || (c === 0 && range.upperOpen)) return false;
+  }
+  return true;
+}
+
+/** Thrown by an engine for a key or range it cannot store or compare. */
+export class InvalidKeyError extends TypeError {
+  readonly code = "invalid_key";
+  constructor(message: string) {
+    super(message);
+    this.name = "InvalidKeyError";
+  }
+}
+
+/** Check that `key` is a non-empty tuple of strings and finite numbers. */
+export function assertValidKey(key: unknown): asserts key is Key {
+  if (!Array.isArray(key) || key.length === 0) {
+    throw new InvalidKeyError("an engine key must be a non-empty array of strings and numbers");
+  }
+  for (const part of key as unknown[]) {
+    if (typeof part === "string") continue;
+    if (typeof part === "number" && Number.isFinite(part)) continue;
+    throw new InvalidKeyError(`an engine key element must be a string or a finite number, got ${String(part)}`);
+  }
+}

@@ -1,0 +1,432 @@
+/**
+ * `createJournal`: the usage journal, implemented once over any Engine.
+ *
+ * This file is the public boundary: it validates every input (a refused call
+ * changes nothing), opens one engine transaction per call, applies the gates
+ * of `docs/journal-semantics.md`, and turns engine failures into
+ * `BackendError`s with the engine's error as `cause`. The state transitions
+ * themselves live in `work.ts`; the key layout in `layout.ts`. The journal
+ * keeps no state outside the engine, so a new journal over the same engine
+ * continues exactly where an old one stopped.
+ */
+import type { Engine, TransactionMode } from "../engine.js";
+import {
+  AlreadyAcknowledgedError,
+  BackendError,
+  InvalidArgumentError,
+  JournalError,
+  NotOutstandingError,
+  NotQuarantinedError,
+  QuarantinedError,
+} from "./errors.js";
+import { BILLING_GRADE, checkCapacity, checkDeliveryId, checkInteger, checkUsageEvent, isRequestId, parseConsumerId } from "./event.js";
+import { Layout, type EventRow, type QuarantineRow, type UnfinishedRow } from "./layout.js";
+import type {
+  AppendResult,
+  Attempt,
+  AuditEntry,
+  AuditPage,
+  BatchAppendResult,
+  Capacity,
+  ClaimOptions,
+  ConsumerId,
+  Delivery,
+  DeliveryId,
+  DeliveryMode,
+  ExtendOptions,
+  JournalStats,
+  ListQuarantinedOptions,
+  NackOptions,
+  OperatorActionOptions,
+  PoisonReason,
+  PruneOptions,
+  QuarantinePage,
+  QuarantinedEvent,
+  UsageEvent,
+  UsageJournal,
+} from "./types.js";
+import { inFlightAt, lastPart, Work, type Standing } from "./work.js";
+
+/** Options of {@link createJournal}. */
+export interface JournalOptions {
+  /** Stable, low-cardinality name (1..63 of `[a-z0-9_-]`); one engine can hold many journals. */
+  readonly name: string;
+  /** Bounds and policy; defaults to {@link BILLING_GRADE}. */
+  readonly capacity?: Capacity;
+  /** Wall clock for calls that take no `now` (epoch ms). Defaults to `Date.now`. */
+  readonly clock?: () => number;
+}
+
+/** Housekeeping done by append and claim, per call. */
+export const OPPORTUNISTIC_PRUNE_LIMIT = 8;
+/** The largest batch `appendBatch` takes. */
+export const MAX_BATCH_EVENTS = 1000;
+/** The longest lease, nack delay or extension (12 hours). */
+export const MAX_LEASE_MS = 12 * 60 * 60 * 1000;
+/** The largest claim. */
+export const MAX_CLAIM_EVENTS = 10_000;
+
+const POISON_REASONS: readonly PoisonReason[] = ["malformed", "rejected", "attempts_exhausted"];
+const QUARANTINE_CURSOR = "q1.";
+const AUDIT_CURSOR = "a1.";
+
+function checkName(name: string): string {
+  if (typeof name !== "string" || !/^[a-z0-9_-]{1,63}$/.test(name)) {
+    throw new InvalidArgumentError("name", "a journal name is 1 to 63 characters of lowercase letters, digits, `-` and `_`");
+  }
+  return name;
+}
+
+function checkNow(argument: string, now: unknown): number {
+  return checkInteger(argument, now, 0);
+}
+
+function checkText(argument: string, value: unknown, max: number): string {
+  if (typeof value !== "string" || value.length > max) {
+    throw new InvalidArgumentError(argument, `must be a string of at most ${max} characters`);
+  }
+  return value;
+}
+
+function checkRequestId(requestId: unknown): string {
+  if (!isRequestId(requestId)) throw new InvalidArgumentError("requestId", "must be a UUIDv7 request id");
+  return requestId;
+}
+
+function parseCursor(prefix: string, after: string | null | undefined): number {
+  if (after === undefined || after === null) return 0;
+  if (typeof after !== "string" || !after.startsWith(prefix)) {
+    throw new InvalidArgumentError("after", "is not a cursor this journal issued");
+  }
+  const text = after.slice(prefix.length);
+  const value = Number(text);
+  if (!/^[1-9][0-9]{0,15}$/.test(text) || !Number.isSafeInteger(value)) {
+    throw new InvalidArgumentError("after", "is not a cursor this journal issued");
+  }
+  return value;
+}
+
+/** Reads a stored attempt list the way the semantics say: a lapsed running attempt reads as expired. */
+function readHistory(history: readonly Attempt[], now: number): Attempt[] {
+  return history.map((attempt) =>
+    attempt.outcome === null && attempt.leaseExpiresAt <= now
+      ? { ...attempt, outcome: { kind: "expired", at: attempt.leaseExpiresAt } }
+      : attempt,
+  );
+}
+
+function historyOf(standing: Standing): readonly Attempt[] {
+  return standing.kind === "none" ? [] : standing.row.history;
+}
+
+/**
+ * Create a usage journal over an Engine.
+ *
+ * @example
+ * import { createJournal, createUsageEvent, newRequestId, parseConsumerId, BILLING_GRADE } from "isostore";
+ * import { memoryEngine } from "isostore/memory";
+ *
+ * const journal = createJournal(memoryEngine(), { name: "usage", capacity: BILLING_GRADE });
+ * await journal.append(createUsageEvent({
+ *   record: { requestId: newRequestId(), namespace: "acme", subject: "user-1", data: { tokens: 42 } },
+ *   observedAt: Date.now(),
+ * }));
+ * const billing = parseConsumerId("billing");
+ * for (const delivery of await journal.claim(billing, { maxEvents: 100, leaseMs: 30_000, now: Date.now() })) {
+ *   // write delivery.event.record to the billing table, keyed by delivery.event.id, then:
+ *   await journal.ack(delivery.id);
+ * }
+ */
+export function createJournal(engine: Engine, options: JournalOptions): UsageJournal {
+  return new EngineJournal(engine, options);
+}
+
+class EngineJournal implements UsageJournal {
+  readonly name: string;
+  readonly capacity: Capacity;
+  readonly mode: DeliveryMode;
+  private readonly layout: Layout;
+  private readonly clock: () => number;
+
+  constructor(
+    private readonly engine: Engine,
+    options: JournalOptions,
+  ) {
+    this.name = checkName(options.name);
+    this.capacity = checkCapacity(options.capacity ?? BILLING_GRADE);
+    this.clock = options.clock ?? Date.now;
+    this.mode = engine.durable ? "billing_grade" : "telemetry_grade";
+    this.layout = new Layout(this.name);
+  }
+
+  /** One engine transaction; engine failures become BackendError, journal errors pass through. */
+  private async run<T>(mode: TransactionMode, body: (work: Work) => Promise<T>): Promise<T> {
+    try {
+      return await this.engine.transact(mode, async (tx) => {
+        const work = new Work(tx, this.layout, this.capacity);
+        const result = await body(work);
+        work.flush();
+        return result;
+      });
+    } catch (error) {
+      if (error instanceof JournalError) throw error;
+      const message = error instanceof Error ? error.message : String(error);
+      const retryable = typeof error === "object" && error !== null && (error as { retryable?: unknown }).retryable === true;
+      throw new BackendError(message, { cause: error, retryable });
+    }
+  }
+
+  async append(event: UsageEvent): Promise<AppendResult> {
+    const checked = checkUsageEvent(event);
+    const now = this.clock();
+    const outcome = await this.run("readwrite", async (work) => {
+      await work.prune(now, OPPORTUNISTIC_PRUNE_LIMIT);
+      return work.append(checked);
+    });
+    if (outcome instanceof JournalError) throw outcome;
+    return outcome;
+  }
+
+  async appendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
+    if (!Array.isArray(events)) throw new InvalidArgumentError("events", "must be an array of usage events");
+    if (events.length > MAX_BATCH_EVENTS) {
+      throw new InvalidArgumentError("events", `a batch holds at most ${MAX_BATCH_EVENTS} events, got ${events.length}`);
+    }
+    const checked = events.map((event): UsageEvent | JournalError => {
+      try {
+        return checkUsageEvent(event);
+      } catch (error) {
+        if (error instanceof JournalError) return error;
+        throw error;
+      }
+    });
+    if (checked.length === 0) return [];
+    const now = this.clock();
+    return this.run("readwrite", async (work) => {
+      await work.prune(now, OPPORTUNISTIC_PRUNE_LIMIT);
+      const results: BatchAppendResult[] = [];
+      for (const event of checked) {
+        const outcome = event instanceof JournalError ? event : await work.append(event);
+        results.push(outcome instanceof JournalError ? { status: "rejected", error: outcome } : outcome);
+      }
+      return results;
+    });
+  }
+
+  async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
+    const id = parseConsumerId(consumer);
+    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "claim needs { maxEvents, leaseMs, now }");
+    const maxEvents = checkInteger("maxEvents", options.maxEvents, 1, MAX_CLAIM_EVENTS);
+    const leaseMs = checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS);
+    const now = checkNow("now", options.now);
+    return this.run("readwrite", async (work) => {
+      await work.prune(now, OPPORTUNISTIC_PRUNE_LIMIT);
+      if (!(await work.isRegistered(id))) await work.register(id);
+      await work.sweep(id, now);
+      return work.claim(id, maxEvents, leaseMs, now);
+    });
+  }
+
+  /** Find the event and this consumer's standing on it, or refuse as not outstanding. */
+  private async locate(work: Work, delivery: DeliveryId): Promise<{ event: UsageEvent; position: number; standing: Standing }> {
+    if (!(await work.isRegistered(delivery.consumer))) throw new NotOutstandingError(delivery, "the consumer never claimed");
+    const position = await work.positionOf(delivery.event);
+    if (position === undefined) throw new NotOutstandingError(delivery, "the event is not journaled");
+    const standing = await work.standing(delivery.consumer, position);
+    return { event: await work.eventAt(position), position, standing };
+  }
+
+  async ack(delivery: DeliveryId): Promise<void> {
+    const id = checkDeliveryId(delivery);
+    const now = this.clock();
+    await this.run("readwrite", async (work) => {
+      const { event, position, standing } = await this.locate(work, id);
+      if (standing.kind === "finished") {
+        if (standing.row.status === "acked") return;
+        throw new NotOutstandingError(id, "an operator discarded the event");
+      }
+      if (standing.kind === "quarantined") throw new QuarantinedError(id);
+      if (standing.kind === "none" || standing.row.attempts === 0) throw new NotOutstandingError(id, "the event was never delivered to this consumer");
+      await work.ackUnfinished(id.consumer, event, position, standing.row, now);
+    });
+  }
+
+  async quarantine(delivery: DeliveryId, reason: PoisonReason): Promise<void> {
+    const id = checkDeliveryId(delivery);
+    if (!POISON_REASONS.includes(reason)) {
+      throw new InvalidArgumentError("reason", `must be one of ${POISON_REASONS.join(", ")}`);
+    }
+    const now = this.clock();
+    await this.run("readwrite", async (work) => {
+      const { event, position, standing } = await this.locate(work, id);
+      if (standing.kind === "finished") {
+        if (standing.row.status === "acked") throw new AlreadyAcknowledgedError(id);
+        throw new NotOutstandingError(id, "an operator discarded the event");
+      }
+      if (standing.kind === "quarantined") return;
+      if (standing.kind === "none" || standing.row.attempts === 0) throw new NotOutstandingError(id, "the event was never delivered to this consumer");
+      await work.quarantineUnfinished(id.consumer, event, position, standing.row, reason, now, now);
+    });
+  }
+
+  /** Gates of extend and nack: the delivery must be the current attempt of a running lease. */
+  private async current(work: Work, delivery: DeliveryId, now: number): Promise<{ position: number; row: UnfinishedRow }> {
+    const { position, standing } = await this.locate(work, delivery);
+    if (standing.kind === "finished") {
+      if (standing.row.status === "acked") throw new AlreadyAcknowledgedError(delivery);
+      throw new NotOutstandingError(delivery, "an operator discarded the event");
+    }
+    if (standing.kind === "quarantined") throw new QuarantinedError(delivery);
+    if (standing.kind === "none" || delivery.attempt !== standing.row.attempts || !inFlightAt(standing.row, now)) {
+      throw new NotOutstandingError(delivery, "it is not the current attempt of a running lease");
+    }
+    return { position, row: standing.row };
+  }
+
+  async extend(delivery: DeliveryId, options: ExtendOptions): Promise<{ leaseExpiresAt: number }> {
+    const id = checkDeliveryId(delivery);
+    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "extend needs { leaseMs, now }");
+    const leaseMs = checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS);
+    const now = checkNow("now", options.now);
+    return this.run("readwrite", async (work) => {
+      const { position, row } = await this.current(work, id, now);
+      const leaseExpiresAt = now + leaseMs;
+      work.extendLease(id.consumer, position, row, leaseExpiresAt);
+      return { leaseExpiresAt };
+    });
+  }
+
+  async nack(delivery: DeliveryId, options: NackOptions): Promise<void> {
+    const id = checkDeliveryId(delivery);
+    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "nack needs { retryAfterMs, error, now }");
+    const retryAfterMs = checkInteger("retryAfterMs", options.retryAfterMs, 0, MAX_LEASE_MS);
+    const error = checkText("error", options.error, 2000);
+    const now = checkNow("now", options.now);
+    await this.run("readwrite", async (work) => {
+      const { position, row } = await this.current(work, id, now);
+      await work.nackCurrent(id.consumer, position, row, error, now, now + retryAfterMs);
+    });
+  }
+
+  async stats(consumer: ConsumerId): Promise<JournalStats> {
+    const id = parseConsumerId(consumer);
+    const now = this.clock();
+    return this.run("readonly", async (work) => {
+      const meta = await work.meta();
+      const base = { dropped: meta.dropped, capacity: this.capacity };
+      if (!meta.consumers.includes(id)) {
+        const [first] = await work.tx.scan<EventRow>({ prefix: work.layout.events() }, { limit: 1 });
+        const oldestPendingAgeMs = first ? Math.max(0, now - first.value.event.observedAt) : null;
+        return { pending: meta.stored, inFlight: 0, quarantined: 0, oldestPendingAgeMs, ...base };
+      }
+      const row = await work.consumerRow(id);
+      const leasedPrefix = work.layout.leasedAll(id);
+      const lapsed = await work.tx.scan({ prefix: leasedPrefix, upper: [...leasedPrefix, now, Number.MAX_VALUE] });
+      const inFlight = row.leased - lapsed.length;
+      let oldestPendingAgeMs: number | null = null;
+      await work.walk<UnfinishedRow>({ prefix: work.layout.unfinishedAll(id) }, (entry) => {
+        if (inFlightAt(entry.value, now)) return true;
+        oldestPendingAgeMs = Math.max(0, now - entry.value.observedAt);
+        return false;
+      });
+      return { pending: row.unfinished - inFlight, inFlight, quarantined: row.quarantined, oldestPendingAgeMs, ...base };
+    });
+  }
+
+  async attempts(consumer: ConsumerId, requestId: string): Promise<Attempt[]> {
+    const id = parseConsumerId(consumer);
+    const request = checkRequestId(requestId);
+    const now = this.clock();
+    return this.run("readonly", async (work) => {
+      if (!(await work.isRegistered(id))) return [];
+      const position = await work.positionOf(request);
+      if (position === undefined) return [];
+      return readHistory(historyOf(await work.standing(id, position)), now);
+    });
+  }
+
+  async listQuarantined(consumer: ConsumerId, options: ListQuarantinedOptions = {}): Promise<QuarantinePage> {
+    const id = parseConsumerId(consumer);
+    const limit = checkInteger("limit", options.limit ?? 100, 1, 1000);
+    const after = parseCursor(QUARANTINE_CURSOR, options.after);
+    const query = options.query === undefined ? "" : checkText("query", options.query, 200).toLowerCase();
+    const now = this.clock();
+    return this.run("readonly", async (work) => {
+      if (!(await work.isRegistered(id))) return { items: [], nextCursor: null };
+      const items: QuarantinedEvent[] = [];
+      let more = false;
+      const prefix = work.layout.quarantinedAll(id);
+      await work.walk<QuarantineRow>({ prefix, lower: [...prefix, after], lowerOpen: true }, async (entry) => {
+        const position = lastPart(entry.key);
+        const event = await work.eventAt(position);
+        const row = entry.value;
+        const haystacks = [event.id, `${event.orderingKey.namespace}/${event.orderingKey.subject}`, row.reason];
+        if (query !== "" && !haystacks.some((text) => text.toLowerCase().includes(query))) return true;
+        if (items.length === limit) {
+          more = true;
+          return false;
+        }
+        items.push({ consumer: id, event, position, reason: row.reason, quarantinedAt: row.quarantinedAt, attempts: readHistory(row.history, now) });
+        return true;
+      });
+      const last = items[items.length - 1];
+      return { items, nextCursor: more && last ? `${QUARANTINE_CURSOR}${last.position}` : null };
+    });
+  }
+
+  /** Gates of release and discard. */
+  private async quarantinedFor(work: Work, consumer: ConsumerId, requestId: string): Promise<{ event: UsageEvent; position: number; row: QuarantineRow }> {
+    if (await work.isRegistered(consumer)) {
+      const position = await work.positionOf(requestId);
+      if (position !== undefined) {
+        const standing = await work.standing(consumer, position);
+        if (standing.kind === "quarantined") return { event: await work.eventAt(position), position, row: standing.row };
+      }
+    }
+    throw new NotQuarantinedError(consumer, requestId);
+  }
+
+  private async operate(action: "release" | "discard", consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
+    const id = parseConsumerId(consumer);
+    const request = checkRequestId(requestId);
+    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", `${action} needs { now }`);
+    const now = checkNow("now", options.now);
+    const actor = options.actor === undefined ? null : checkText("actor", options.actor, 200);
+    await this.run("readwrite", async (work) => {
+      const { event, position, row } = await this.quarantinedFor(work, id, request);
+      if (action === "release") await work.release(id, event, position, row, now);
+      else await work.discard(id, event, position, row);
+      const seq = await work.nextAuditSeq();
+      work.tx.put(work.layout.audit(seq), { seq, at: now, action, consumer: id, requestId: request, reason: row.reason, actor } satisfies AuditEntry);
+    });
+  }
+
+  release(consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
+    return this.operate("release", consumer, requestId, options);
+  }
+
+  discard(consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
+    return this.operate("discard", consumer, requestId, options);
+  }
+
+  async listAudit(options: { readonly limit?: number; readonly after?: string | null } = {}): Promise<AuditPage> {
+    const limit = checkInteger("limit", options.limit ?? 100, 1, 1000);
+    const after = parseCursor(AUDIT_CURSOR, options.after);
+    return this.run("readonly", async (work) => {
+      const prefix = work.layout.auditAll();
+      const entries = await work.tx.scan<AuditEntry>({ prefix, lower: [...prefix, after], lowerOpen: true }, { limit: limit + 1 });
+      const items = entries.slice(0, limit).map((entry) => entry.value);
+      const last = items[items.length - 1];
+      return { items, nextCursor: entries.length > limit && last ? `${AUDIT_CURSOR}${last.seq}` : null };
+    });
+  }
+
+  async prune(options: PruneOptions): Promise<{ pruned: number }> {
+    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "prune needs { now }");
+    const now = checkNow("now", options.now);
+    const limit = checkInteger("limit", options.limit ?? 1000, 1, 100_000);
+    const pruned = await this.run("readwrite", (work) => work.prune(now, limit));
+    return { pruned };
+  }
+}
+

@@ -1,0 +1,198 @@
+/**
+ * How the journal lays itself out in an Engine: every key and every stored row.
+ *
+ * All keys of journal `name` start with `["j", name]`. Per event there is one
+ * row in each of the global tables; per registered consumer and event exactly
+ * one of `u` (unfinished), `f` (acked or discarded) and `q` (quarantined). Per
+ * consumer and ordering key with unfinished events there is one `h` row naming
+ * the key's *active* event, which sits in exactly one of the `r` (ready), `l`
+ * (leased until) and `w` (waiting until) indexes. Claim reads `r` in position
+ * order and sweeps the due parts of `l` and `w`, so its cost follows the batch
+ * size, not the backlog.
+ *
+ * | key | value | what it is |
+ * | --- | --- | --- |
+ * | `m` | {@link MetaRow} | counters, consumers, next position |
+ * | `e, pos` | {@link EventRow} | the event |
+ * | `i, requestId` | position | idempotency index |
+ * | `k, ns, subject, pos` | 0 | events of an ordering key in order |
+ * | `n, pos` | {@link TallyRow} | consumers that finished / quarantined it |
+ * | `x, observedAt, pos` | 0 | delivered to every consumer (prunable after the window) |
+ * | `o, pos` | 0 | neither delivered to all nor quarantined by anyone (drop candidates) |
+ * | `c, consumer` | {@link ConsumerRow} | per-consumer counters |
+ * | `u, consumer, pos` | {@link UnfinishedRow} | unfinished event of a consumer |
+ * | `f, consumer, pos` | {@link FinishedRow} | acked or discarded |
+ * | `q, consumer, pos` | {@link QuarantineRow} | quarantined |
+ * | `h, consumer, ns, subject` | {@link HeadRow} | the active event of a key |
+ * | `r, consumer, pos` | 0 | active and claimable |
+ * | `l, consumer, until, pos` | 0 | active and leased until `until` |
+ * | `w, consumer, until, pos` | 0 | active and waiting (nack) until `until` |
+ * | `a, seq` | AuditEntry | operator audit log |
+ */
+import type { Key } from "../engine.js";
+import type { Attempt, PoisonReason, UsageEvent } from "./types.js";
+
+/** Where an active event sits: not active, ready, leased, waiting. */
+export const Slot = { None: 0, Ready: 1, Leased: 2, Waiting: 3 } as const;
+export type Slot = (typeof Slot)[keyof typeof Slot];
+
+export interface MetaRow {
+  readonly version: 1;
+  /** The position the next accepted event gets. */
+  readonly next: number;
+  /** Events stored now. */
+  readonly stored: number;
+  /** Events lost to drop_oldest. */
+  readonly dropped: number;
+  /** Registered consumers, in registration order. */
+  readonly consumers: readonly string[];
+  /** Last audit sequence number issued. */
+  readonly auditSeq: number;
+}
+
+export interface EventRow {
+  readonly position: number;
+  readonly event: UsageEvent;
+}
+
+export interface TallyRow {
+  /** Consumers that acked or discarded the event. */
+  readonly finished: number;
+  /** Consumers that hold it quarantined. */
+  readonly quarantined: number;
+}
+
+export interface ConsumerRow {
+  /** Stored events this consumer has not finished. */
+  readonly unfinished: number;
+  readonly quarantined: number;
+  /** Entries in this consumer's `l` index (leases, expired or not). */
+  readonly leased: number;
+}
+
+export interface UnfinishedRow {
+  /** Deliveries so far. */
+  readonly attempts: number;
+  /** `attempts` at the last release: the budget counts from here. */
+  readonly budgetBase: number;
+  /** Claimable from (after a nack); 0 when not delayed. */
+  readonly availableAt: number;
+  readonly history: readonly Attempt[];
+  /** The event's observedAt (for the oldest pending age). */
+  readonly observedAt: number;
+  /** Where it sits when it is its key's active event. */
+  readonly slot: Slot;
+}
+
+export interface FinishedRow {
+  readonly status: "acked" | "discarded";
+  readonly history: readonly Attempt[];
+}
+
+export interface QuarantineRow {
+  readonly reason: PoisonReason;
+  readonly quarantinedAt: number;
+  readonly history: readonly Attempt[];
+  /** Kept so a release restores the budget arithmetic. */
+  readonly attempts: number;
+  readonly observedAt: number;
+}
+
+export interface HeadRow {
+  /** Position of the key's active event. */
+  readonly active: number;
+  /** Every event of the key at or below this position is finished for the consumer. */
+  readonly done: number;
+}
+
+/** Larger than any position or time: the open end of a numeric key range. */
+export const TOP = Number.MAX_VALUE;
+
+/** The key builders of one journal. */
+export class Layout {
+  readonly root: Key;
+  constructor(name: string) {
+    this.root = ["j", name];
+  }
+  private k(...parts: (string | number)[]): Key {
+    return [...this.root, ...parts];
+  }
+  meta(): Key {
+    return this.k("m");
+  }
+  event(pos: number): Key {
+    return this.k("e", pos);
+  }
+  events(): Key {
+    return this.k("e");
+  }
+  id(requestId: string): Key {
+    return this.k("i", requestId);
+  }
+  keyEvent(ns: string, subject: string, pos: number): Key {
+    return this.k("k", ns, subject, pos);
+  }
+  keyEvents(ns?: string, subject?: string): Key {
+    return ns === undefined ? this.k("k") : this.k("k", ns, subject ?? "");
+  }
+  tally(pos: number): Key {
+    return this.k("n", pos);
+  }
+  delivered(observedAt: number, pos: number): Key {
+    return this.k("x", observedAt, pos);
+  }
+  deliveredAll(): Key {
+    return this.k("x");
+  }
+  open(pos: number): Key {
+    return this.k("o", pos);
+  }
+  openAll(): Key {
+    return this.k("o");
+  }
+  consumer(c: string): Key {
+    return this.k("c", c);
+  }
+  unfinished(c: string, pos: number): Key {
+    return this.k("u", c, pos);
+  }
+  unfinishedAll(c: string): Key {
+    return this.k("u", c);
+  }
+  finished(c: string, pos: number): Key {
+    return this.k("f", c, pos);
+  }
+  quarantined(c: string, pos: number): Key {
+    return this.k("q", c, pos);
+  }
+  quarantinedAll(c: string): Key {
+    return this.k("q", c);
+  }
+  head(c: string, ns: string, subject: string): Key {
+    return this.k("h", c, ns, subject);
+  }
+  ready(c: string, pos: number): Key {
+    return this.k("r", c, pos);
+  }
+  readyAll(c: string): Key {
+    return this.k("r", c);
+  }
+  leased(c: string, until: number, pos: number): Key {
+    return this.k("l", c, until, pos);
+  }
+  leasedAll(c: string): Key {
+    return this.k("l", c);
+  }
+  waiting(c: string, until: number, pos: number): Key {
+    return this.k("w", c, until, pos);
+  }
+  waitingAll(c: string): Key {
+    return this.k("w", c);
+  }
+  audit(seq: number): Key {
+    return this.k("a", seq);
+  }
+  auditAll(): Key {
+    return this.k("a");
+  }
+}

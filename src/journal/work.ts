@@ -1,0 +1,587 @@
+/**
+ * One journal transaction's worth of work: the state transitions of
+ * `docs/journal-semantics.md`, written over the rows of `layout.ts`.
+ *
+ * A `Work` lives inside one `Engine.transact` body and awaits nothing but the
+ * transaction's calls. It caches the meta row and the consumer rows it touched
+ * and writes them back once, in `flush()`. Every method keeps the layout's
+ * invariants:
+ * - an unfinished event of consumer C has a `u` row; a finished one an `f` or
+ *   `q` row; never two of them;
+ * - for each (C, ordering key) with unfinished events there is an `h` row whose
+ *   `active` event is in exactly one of `r`, `l`, `w` (its `slot`), and every
+ *   event of the key at or below `h.done` is finished;
+ * - an unfinished event's latest attempt has `outcome: null` exactly while it
+ *   sits in `l` (leased; its lease may have run out and not been swept yet);
+ * - when the active event is not leased, it is the key's first unfinished
+ *   event; a leased one may have earlier unfinished events (put back by
+ *   `release`), which the sweep reinstates once its lease is over.
+ */
+import type { Entry, EngineTransaction, Key } from "../engine.js";
+import { AtCapacityError, type JournalError } from "./errors.js";
+import { isSameFact } from "./event.js";
+import {
+  Slot,
+  TOP,
+  type ConsumerRow,
+  type EventRow,
+  type FinishedRow,
+  type HeadRow,
+  type Layout,
+  type MetaRow,
+  type QuarantineRow,
+  type TallyRow,
+  type UnfinishedRow,
+} from "./layout.js";
+import type { AppendResult, Attempt, AttemptOutcome, Capacity, Delivery, PoisonReason, UsageEvent } from "./types.js";
+import { EventConflictError } from "./errors.js";
+
+const EMPTY_META: MetaRow = { version: 1, next: 1, stored: 0, dropped: 0, consumers: [], auditSeq: 0 };
+const EMPTY_CONSUMER: ConsumerRow = { unfinished: 0, quarantined: 0, leased: 0 };
+/** How many index entries one engine scan fetches while walking. */
+const CHUNK = 64;
+
+/** The last element of a key (positions are always last). */
+export function lastPart(key: Key): number {
+  return key[key.length - 1] as number;
+}
+
+/** Where a consumer's event stands. */
+export type Standing =
+  | { readonly kind: "unfinished"; readonly row: UnfinishedRow }
+  | { readonly kind: "finished"; readonly row: FinishedRow }
+  | { readonly kind: "quarantined"; readonly row: QuarantineRow }
+  | { readonly kind: "none" };
+
+/** The latest attempt, if any. */
+export function latest(history: readonly Attempt[]): Attempt | undefined {
+  return history[history.length - 1];
+}
+
+/** Replace the latest attempt's outcome (copy on write). */
+function withOutcome(history: readonly Attempt[], outcome: AttemptOutcome): Attempt[] {
+  const copy = history.slice();
+  const last = copy[copy.length - 1];
+  if (last) copy[copy.length - 1] = { ...last, outcome };
+  return copy;
+}
+
+/** Mark a running latest attempt as expired at its lease end. */
+function expireLatest(history: readonly Attempt[]): readonly Attempt[] {
+  const last = latest(history);
+  if (!last || last.outcome !== null) return history;
+  return withOutcome(history, { kind: "expired", at: last.leaseExpiresAt });
+}
+
+/** Whether the latest attempt is in flight at `now`. */
+export function inFlightAt(row: UnfinishedRow, now: number): boolean {
+  const last = latest(row.history);
+  return last !== undefined && last.outcome === null && last.leaseExpiresAt > now;
+}
+
+type Membership = "delivered" | "open" | "held";
+
+function membership(tally: TallyRow, consumers: number): Membership {
+  if (consumers > 0 && tally.finished === consumers) return "delivered";
+  return tally.quarantined === 0 ? "open" : "held";
+}
+
+export class Work {
+  private metaRow: MetaRow | undefined;
+  private metaDirty = false;
+  private readonly consumers = new Map<string, ConsumerRow>();
+  private readonly dirtyConsumers = new Set<string>();
+
+  constructor(
+    readonly tx: EngineTransaction,
+    readonly layout: Layout,
+    readonly capacity: Capacity,
+  ) {}
+
+  // ---- cached rows --------------------------------------------------------
+
+  async meta(): Promise<MetaRow> {
+    if (!this.metaRow) this.metaRow = (await this.tx.get<MetaRow>(this.layout.meta())) ?? EMPTY_META;
+    return this.metaRow;
+  }
+
+  private setMeta(patch: Partial<MetaRow>): void {
+    this.metaRow = { ...(this.metaRow ?? EMPTY_META), ...patch };
+    this.metaDirty = true;
+  }
+
+  async isRegistered(consumer: string): Promise<boolean> {
+    return (await this.meta()).consumers.includes(consumer);
+  }
+
+  async consumerRow(consumer: string): Promise<ConsumerRow> {
+    let row = this.consumers.get(consumer);
+    if (!row) {
+      row = (await this.tx.get<ConsumerRow>(this.layout.consumer(consumer))) ?? EMPTY_CONSUMER;
+      this.consumers.set(consumer, row);
+    }
+    return row;
+  }
+
+  private async bump(consumer: string, delta: { unfinished?: number; quarantined?: number; leased?: number }): Promise<void> {
+    const row = await this.consumerRow(consumer);
+    this.consumers.set(consumer, {
+      unfinished: row.unfinished + (delta.unfinished ?? 0),
+      quarantined: row.quarantined + (delta.quarantined ?? 0),
+      leased: row.leased + (delta.leased ?? 0),
+    });
+    this.dirtyConsumers.add(consumer);
+  }
+
+  /** Write back the cached rows that changed. */
+  flush(): void {
+    if (this.metaDirty && this.metaRow) this.tx.put(this.layout.meta(), this.metaRow);
+    for (const consumer of this.dirtyConsumers) this.tx.put(this.layout.consumer(consumer), this.consumers.get(consumer));
+    this.metaDirty = false;
+    this.dirtyConsumers.clear();
+  }
+
+  // ---- plain reads -------------------------------------------------------------
+
+  async positionOf(requestId: string): Promise<number | undefined> {
+    return this.tx.get<number>(this.layout.id(requestId));
+  }
+
+  async eventAt(position: number): Promise<UsageEvent> {
+    const row = await this.tx.get<EventRow>(this.layout.event(position));
+    if (!row) throw new Error(`journal layout is inconsistent: no event at position ${position}`);
+    return row.event;
+  }
+
+  async standing(consumer: string, position: number): Promise<Standing> {
+    const u = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
+    if (u) return { kind: "unfinished", row: u };
+    const f = await this.tx.get<FinishedRow>(this.layout.finished(consumer, position));
+    if (f) return { kind: "finished", row: f };
+    const q = await this.tx.get<QuarantineRow>(this.layout.quarantined(consumer, position));
+    if (q) return { kind: "quarantined", row: q };
+    return { kind: "none" };
+  }
+
+  /** Walk a range in chunks, stopping when `visit` returns false. */
+  async walk<V>(range: { prefix: Key; lower?: Key; lowerOpen?: boolean; upper?: Key }, visit: (entry: Entry<V>) => Promise<boolean> | boolean): Promise<void> {
+    let lower = range.lower;
+    let lowerOpen = range.lowerOpen ?? false;
+    for (;;) {
+      const entries = await this.tx.scan<V>(
+        {
+          prefix: range.prefix,
+          ...(lower ? { lower, lowerOpen } : {}),
+          ...(range.upper ? { upper: range.upper } : {}),
+        },
+        { limit: CHUNK },
+      );
+      for (const entry of entries) {
+        if (!(await visit(entry))) return;
+      }
+      if (entries.length < CHUNK) return;
+      lower = entries[entries.length - 1]!.key;
+      lowerOpen = true;
+    }
+  }
+
+  // ---- tallies: which global index an event belongs to -------------------------
+
+  private async changeTally(position: number, observedAt: number, finished: number, quarantined: number): Promise<void> {
+    const key = this.layout.tally(position);
+    const before = (await this.tx.get<TallyRow>(key)) ?? { finished: 0, quarantined: 0 };
+    const after = { finished: before.finished + finished, quarantined: before.quarantined + quarantined };
+    this.tx.put(key, after);
+    const consumers = (await this.meta()).consumers.length;
+    const from = membership(before, consumers);
+    const to = membership(after, consumers);
+    if (from === to) return;
+    if (from === "delivered") this.tx.delete(this.layout.delivered(observedAt, position));
+    if (from === "open") this.tx.delete(this.layout.open(position));
+    if (to === "delivered") this.tx.put(this.layout.delivered(observedAt, position), 0);
+    if (to === "open") this.tx.put(this.layout.open(position), 0);
+  }
+
+  // ---- slots: the active event of a (consumer, key) -----------------------------
+
+  /** Remove the active event's index entry (its row keeps its data). */
+  private async clearSlot(consumer: string, position: number, row: UnfinishedRow): Promise<void> {
+    if (row.slot === Slot.Ready) this.tx.delete(this.layout.ready(consumer, position));
+    else if (row.slot === Slot.Waiting) this.tx.delete(this.layout.waiting(consumer, row.availableAt, position));
+    else if (row.slot === Slot.Leased) {
+      this.tx.delete(this.layout.leased(consumer, latest(row.history)!.leaseExpiresAt, position));
+      await this.bump(consumer, { leased: -1 });
+    }
+  }
+
+  /**
+   * Make `position` its key's active event: ready, or waiting when a nack
+   * delay has not passed at `now` (when `now` is unknown, any delay waits and
+   * the next claim's sweep decides).
+   */
+  private activate(consumer: string, position: number, row: UnfinishedRow, now: number | null): void {
+    const waits = row.availableAt > 0 && (now === null || row.availableAt > now);
+    const slot = waits ? Slot.Waiting : Slot.Ready;
+    if (waits) this.tx.put(this.layout.waiting(consumer, row.availableAt, position), 0);
+    else this.tx.put(this.layout.ready(consumer, position), 0);
+    this.tx.put(this.layout.unfinished(consumer, position), { ...row, slot });
+  }
+
+  /** The first unfinished event of a key after `done`, and how far `done` can move. */
+  private async firstUnfinished(
+    consumer: string,
+    key: UsageEvent["orderingKey"],
+    done: number,
+  ): Promise<{ position: number; row: UnfinishedRow } | null> {
+    const prefix = this.layout.keyEvents(key.namespace, key.subject);
+    let found: { position: number; row: UnfinishedRow } | null = null;
+    await this.walk({ prefix, lower: [...prefix, done], lowerOpen: true }, async (entry) => {
+      const position = lastPart(entry.key);
+      const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
+      if (row) found = { position, row };
+      return found === null;
+    });
+    return found;
+  }
+
+  /** Hand the key's turn to its first unfinished event after `done`, or drop the head row. */
+  private async advance(consumer: string, key: UsageEvent["orderingKey"], done: number, now: number | null): Promise<void> {
+    const headKey = this.layout.head(consumer, key.namespace, key.subject);
+    const next = await this.firstUnfinished(consumer, key, done);
+    if (!next) {
+      this.tx.delete(headKey);
+      return;
+    }
+    this.tx.put(headKey, { active: next.position, done: next.position - 1 } satisfies HeadRow);
+    this.activate(consumer, next.position, next.row, now);
+  }
+
+  /**
+   * An unfinished event left the consumer's backlog (its `u` row is gone or
+   * replaced, its slot cleared): if it was its key's active event, pass the turn.
+   */
+  private async leftBacklog(consumer: string, event: UsageEvent, position: number, now: number | null): Promise<void> {
+    const key = event.orderingKey;
+    const head = await this.tx.get<HeadRow>(this.layout.head(consumer, key.namespace, key.subject));
+    if (!head || head.active !== position) return;
+    await this.advance(consumer, key, head.done, now);
+  }
+
+  /**
+   * The active event at `position` stopped being leased (lease swept or
+   * nacked) or waiting: it takes the key's turn again unless an earlier
+   * unfinished event (put back by release) now comes first.
+   */
+  private async reinstate(consumer: string, position: number, row: UnfinishedRow, now: number): Promise<void> {
+    const event = await this.eventAt(position);
+    const key = event.orderingKey;
+    const headKey = this.layout.head(consumer, key.namespace, key.subject);
+    const head = await this.tx.get<HeadRow>(headKey);
+    if (head && head.done < position - 1) {
+      const first = await this.firstUnfinished(consumer, key, head.done);
+      if (first && first.position < position) {
+        this.tx.put(this.layout.unfinished(consumer, position), { ...row, slot: Slot.None });
+        this.tx.put(headKey, { active: first.position, done: first.position - 1 } satisfies HeadRow);
+        this.activate(consumer, first.position, first.row, now);
+        return;
+      }
+    }
+    this.activate(consumer, position, row, now);
+  }
+
+  // ---- events -------------------------------------------------------------------
+
+  /** Delete an event and everything every consumer knows about it. */
+  async deleteEvent(position: number, now: number | null): Promise<void> {
+    const event = await this.eventAt(position);
+    const { namespace, subject } = event.orderingKey;
+    this.tx.delete(this.layout.event(position));
+    this.tx.delete(this.layout.id(event.id));
+    this.tx.delete(this.layout.keyEvent(namespace, subject, position));
+    this.tx.delete(this.layout.tally(position));
+    this.tx.delete(this.layout.delivered(event.observedAt, position));
+    this.tx.delete(this.layout.open(position));
+    const meta = await this.meta();
+    for (const consumer of meta.consumers) {
+      const unfinishedKey = this.layout.unfinished(consumer, position);
+      const row = await this.tx.get<UnfinishedRow>(unfinishedKey);
+      if (row) {
+        this.tx.delete(unfinishedKey);
+        await this.bump(consumer, { unfinished: -1 });
+        await this.clearSlot(consumer, position, row);
+        await this.leftBacklog(consumer, event, position, now);
+      } else {
+        this.tx.delete(this.layout.finished(consumer, position));
+      }
+    }
+    this.setMeta({ stored: (await this.meta()).stored - 1 });
+  }
+
+  /** Forget up to `limit` delivered events whose window has passed. */
+  async prune(now: number, limit: number): Promise<number> {
+    const meta = await this.meta();
+    if (meta.consumers.length === 0) return 0;
+    const cutoff = now - this.capacity.retainAcknowledgedMs;
+    const prefix = this.layout.deliveredAll();
+    const due = await this.tx.scan({ prefix, upper: [...prefix, cutoff, TOP] }, { limit });
+    for (const entry of due) await this.deleteEvent(lastPart(entry.key), now);
+    return due.length;
+  }
+
+  /** Append one checked event: the outcome, or the error that refused it. */
+  async append(event: UsageEvent): Promise<AppendResult | JournalError> {
+    const known = await this.positionOf(event.id);
+    if (known !== undefined) {
+      const stored = await this.eventAt(known);
+      if (!isSameFact(stored, event)) return new EventConflictError(event.id);
+      return { status: "already_present", position: known };
+    }
+    for (;;) {
+      const meta = await this.meta();
+      if (meta.stored < this.capacity.maxEvents) break;
+      const delivered = await this.tx.scan({ prefix: this.layout.deliveredAll() }, { limit: 1 });
+      if (delivered[0]) {
+        await this.deleteEvent(lastPart(delivered[0].key), null);
+        continue;
+      }
+      if (this.capacity.policy === "drop_oldest") {
+        const open = await this.tx.scan({ prefix: this.layout.openAll() }, { limit: 1 });
+        if (open[0]) {
+          await this.deleteEvent(lastPart(open[0].key), null);
+          this.setMeta({ dropped: (await this.meta()).dropped + 1 });
+          continue;
+        }
+      }
+      return new AtCapacityError(meta.stored, this.capacity);
+    }
+    const meta = await this.meta();
+    const position = meta.next;
+    const { namespace, subject } = event.orderingKey;
+    this.tx.put(this.layout.event(position), { position, event } satisfies EventRow);
+    this.tx.put(this.layout.id(event.id), position);
+    this.tx.put(this.layout.keyEvent(namespace, subject, position), 0);
+    this.tx.put(this.layout.tally(position), { finished: 0, quarantined: 0 } satisfies TallyRow);
+    this.tx.put(this.layout.open(position), 0);
+    this.setMeta({ next: position + 1, stored: meta.stored + 1 });
+    for (const consumer of meta.consumers) {
+      const headKey = this.layout.head(consumer, namespace, subject);
+      const fresh: UnfinishedRow = { attempts: 0, budgetBase: 0, availableAt: 0, history: [], observedAt: event.observedAt, slot: Slot.None };
+      if (await this.tx.get(headKey)) {
+        this.tx.put(this.layout.unfinished(consumer, position), fresh);
+      } else {
+        this.tx.put(headKey, { active: position, done: position - 1 } satisfies HeadRow);
+        this.activate(consumer, position, fresh, null);
+      }
+      await this.bump(consumer, { unfinished: 1 });
+    }
+    return { status: "accepted", position };
+  }
+
+  // ---- consumers ----------------------------------------------------------------
+
+  /** Register a consumer: every stored event becomes part of its backlog. */
+  async register(consumer: string): Promise<void> {
+    const meta = await this.meta();
+    this.setMeta({ consumers: [...meta.consumers, consumer] });
+    const firsts = new Set<number>();
+    let lastKey: string | null = null;
+    await this.walk({ prefix: this.layout.keyEvents() }, (entry) => {
+      const n = this.layout.root.length;
+      const keyText = JSON.stringify([entry.key[n + 1], entry.key[n + 2]]);
+      if (keyText !== lastKey) {
+        lastKey = keyText;
+        const position = lastPart(entry.key);
+        firsts.add(position);
+        this.tx.put(this.layout.head(consumer, entry.key[n + 1] as string, entry.key[n + 2] as string), {
+          active: position,
+          done: position - 1,
+        } satisfies HeadRow);
+      }
+      return true;
+    });
+    await this.walk<EventRow>({ prefix: this.layout.events() }, (entry) => {
+      const { position, event } = entry.value;
+      const row: UnfinishedRow = { attempts: 0, budgetBase: 0, availableAt: 0, history: [], observedAt: event.observedAt, slot: Slot.None };
+      if (firsts.has(position)) this.activate(consumer, position, row, null);
+      else this.tx.put(this.layout.unfinished(consumer, position), row);
+      return true;
+    });
+    // Nothing is delivered to every consumer any more: the newcomer has finished nothing.
+    const delivered = await this.tx.scan({ prefix: this.layout.deliveredAll() });
+    for (const entry of delivered) {
+      this.tx.delete(entry.key);
+      this.tx.put(this.layout.open(lastPart(entry.key)), 0);
+    }
+    this.consumers.set(consumer, { unfinished: meta.stored, quarantined: 0, leased: 0 });
+    this.dirtyConsumers.add(consumer);
+  }
+
+  /** Move the consumer's leases that ran out, and waits that ended, back to their keys. */
+  async sweep(consumer: string, now: number): Promise<void> {
+    const leasedPrefix = this.layout.leasedAll(consumer);
+    const expired = await this.tx.scan({ prefix: leasedPrefix, upper: [...leasedPrefix, now, TOP] });
+    for (const entry of expired) {
+      const position = lastPart(entry.key);
+      this.tx.delete(entry.key);
+      await this.bump(consumer, { leased: -1 });
+      const row = (await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position)))!;
+      await this.reinstate(consumer, position, { ...row, history: expireLatest(row.history), slot: Slot.None }, now);
+    }
+    const waitingPrefix = this.layout.waitingAll(consumer);
+    const ended = await this.tx.scan({ prefix: waitingPrefix, upper: [...waitingPrefix, now, TOP] });
+    for (const entry of ended) {
+      const position = lastPart(entry.key);
+      this.tx.delete(entry.key);
+      const row = (await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position)))!;
+      await this.reinstate(consumer, position, { ...row, slot: Slot.None }, now);
+    }
+  }
+
+  /** Lease up to `maxEvents` ready events, quarantining those out of attempts. */
+  async claim(consumer: string, maxEvents: number, leaseMs: number, now: number): Promise<Delivery[]> {
+    const deliveries: Delivery[] = [];
+    const readyPrefix = this.layout.readyAll(consumer);
+    let after: number | null = null;
+    while (deliveries.length < maxEvents) {
+      const entries: Entry[] = await this.tx.scan(
+        after === null ? { prefix: readyPrefix } : { prefix: readyPrefix, lower: [...readyPrefix, after], lowerOpen: true },
+        { limit: maxEvents - deliveries.length },
+      );
+      if (entries.length === 0) break;
+      for (const entry of entries) {
+        const position = lastPart(entry.key);
+        after = position;
+        const row = (await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position)))!;
+        const event = await this.eventAt(position);
+        if (row.attempts - row.budgetBase >= this.capacity.maxDeliveryAttempts) {
+          // Out of attempts: quarantine instead of redelivering. Its key moves
+          // on, possibly to an event just after `position`, so scan again.
+          await this.quarantineUnfinished(consumer, event, position, row, "attempts_exhausted", now, now);
+          break;
+        }
+        const attempt = row.attempts + 1;
+        const leaseExpiresAt = now + leaseMs;
+        this.tx.delete(entry.key);
+        this.tx.put(this.layout.leased(consumer, leaseExpiresAt, position), 0);
+        this.tx.put(this.layout.unfinished(consumer, position), {
+          ...row,
+          attempts: attempt,
+          availableAt: 0,
+          history: [...row.history, { attempt, claimedAt: now, leaseExpiresAt, outcome: null }],
+          slot: Slot.Leased,
+        } satisfies UnfinishedRow);
+        await this.bump(consumer, { leased: 1 });
+        deliveries.push({ id: { consumer: consumer as Delivery["id"]["consumer"], event: event.id, attempt }, event, leaseExpiresAt });
+      }
+    }
+    return deliveries;
+  }
+
+  // ---- verdicts ----------------------------------------------------------------
+
+  /** Acknowledge an unfinished event (gates already passed). */
+  async ackUnfinished(consumer: string, event: UsageEvent, position: number, row: UnfinishedRow, now: number): Promise<void> {
+    const history = inFlightAt(row, now) ? withOutcome(row.history, { kind: "acked", at: now }) : row.history;
+    await this.clearSlot(consumer, position, row);
+    this.tx.delete(this.layout.unfinished(consumer, position));
+    this.tx.put(this.layout.finished(consumer, position), { status: "acked", history } satisfies FinishedRow);
+    await this.bump(consumer, { unfinished: -1 });
+    await this.changeTally(position, event.observedAt, 1, 0);
+    await this.leftBacklog(consumer, event, position, now);
+  }
+
+  /**
+   * Quarantine an unfinished event. `verdictAt` is when the consumer gave the
+   * verdict (it marks a running attempt), `at` the quarantine time.
+   */
+  async quarantineUnfinished(
+    consumer: string,
+    event: UsageEvent,
+    position: number,
+    row: UnfinishedRow,
+    reason: PoisonReason,
+    at: number,
+    verdictAt: number,
+  ): Promise<void> {
+    const history = inFlightAt(row, verdictAt) ? withOutcome(row.history, { kind: "quarantined", at, reason }) : row.history;
+    await this.clearSlot(consumer, position, row);
+    this.tx.delete(this.layout.unfinished(consumer, position));
+    this.tx.put(this.layout.quarantined(consumer, position), {
+      reason,
+      quarantinedAt: at,
+      history,
+      attempts: row.attempts,
+      observedAt: row.observedAt,
+    } satisfies QuarantineRow);
+    await this.bump(consumer, { unfinished: -1, quarantined: 1 });
+    await this.changeTally(position, event.observedAt, 0, 1);
+    await this.leftBacklog(consumer, event, position, at);
+  }
+
+  /** Move the running lease of the current attempt to `until`. */
+  extendLease(consumer: string, position: number, row: UnfinishedRow, until: number): void {
+    const last = latest(row.history)!;
+    this.tx.delete(this.layout.leased(consumer, last.leaseExpiresAt, position));
+    this.tx.put(this.layout.leased(consumer, until, position), 0);
+    const history = row.history.slice();
+    history[history.length - 1] = { ...last, leaseExpiresAt: until };
+    this.tx.put(this.layout.unfinished(consumer, position), { ...row, history } satisfies UnfinishedRow);
+  }
+
+  /** End the current attempt early; claimable again from `availableAt`. */
+  async nackCurrent(consumer: string, position: number, row: UnfinishedRow, error: string, now: number, availableAt: number): Promise<void> {
+    await this.clearSlot(consumer, position, row);
+    const history = withOutcome(row.history, { kind: "nacked", at: now, error });
+    await this.reinstate(consumer, position, { ...row, history, availableAt, slot: Slot.None }, now);
+  }
+
+  /** Operator release: the quarantined event is unfinished again, at its position. */
+  async release(consumer: string, event: UsageEvent, position: number, row: QuarantineRow, now: number): Promise<void> {
+    this.tx.delete(this.layout.quarantined(consumer, position));
+    await this.bump(consumer, { unfinished: 1, quarantined: -1 });
+    await this.changeTally(position, event.observedAt, 0, -1);
+    const released: UnfinishedRow = {
+      attempts: row.attempts,
+      budgetBase: row.attempts,
+      availableAt: 0,
+      history: expireLatest(row.history),
+      observedAt: row.observedAt,
+      slot: Slot.None,
+    };
+    const { namespace, subject } = event.orderingKey;
+    const headKey = this.layout.head(consumer, namespace, subject);
+    const head = await this.tx.get<HeadRow>(headKey);
+    if (!head) {
+      this.tx.put(headKey, { active: position, done: position - 1 } satisfies HeadRow);
+      this.activate(consumer, position, released, now);
+      return;
+    }
+    const done = Math.min(head.done, position - 1);
+    const activeRow = (await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, head.active)))!;
+    if (position < head.active && activeRow.slot !== Slot.Leased) {
+      // The active event is not in flight: the earlier, released event goes first.
+      await this.clearSlot(consumer, head.active, activeRow);
+      this.tx.put(this.layout.unfinished(consumer, head.active), { ...activeRow, slot: Slot.None });
+      this.tx.put(headKey, { active: position, done } satisfies HeadRow);
+      this.activate(consumer, position, released, now);
+      return;
+    }
+    this.tx.put(headKey, { active: head.active, done } satisfies HeadRow);
+    this.tx.put(this.layout.unfinished(consumer, position), released);
+  }
+
+  /** Operator discard: the quarantined event is finished without delivery. */
+  async discard(consumer: string, event: UsageEvent, position: number, row: QuarantineRow): Promise<void> {
+    this.tx.delete(this.layout.quarantined(consumer, position));
+    this.tx.put(this.layout.finished(consumer, position), { status: "discarded", history: row.history } satisfies FinishedRow);
+    await this.bump(consumer, { quarantined: -1 });
+    await this.changeTally(position, event.observedAt, 1, -1);
+  }
+
+  /** Append an audit entry and return its sequence number. */
+  async nextAuditSeq(): Promise<number> {
+    const seq = (await this.meta()).auditSeq + 1;
+    this.setMeta({ auditSeq: seq });
+    return seq;
+  }
+}
