@@ -188,7 +188,8 @@ class EngineJournal implements UsageJournal {
   }
 
   async appendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
-    if (!Array.isArray(events)) throw new InvalidArgumentError("events", "must be an array of usage events");
+    const list: unknown = events;
+    if (!Array.isArray(list)) throw new InvalidArgumentError("events", "must be an array of usage events");
     if (events.length > MAX_BATCH_EVENTS) {
       throw new InvalidArgumentError("events", `a batch holds at most ${MAX_BATCH_EVENTS} events, got ${events.length}`);
     }

@@ -6,6 +6,7 @@
  *
  * Times are epoch milliseconds. Nothing here depends on a runtime.
  */
+import type { JournalError } from "./errors.js";
 
 /** A JSON value: what a usage record's `data` may hold. */
 export type JsonValue = null | boolean | number | string | readonly JsonValue[] | { readonly [key: string]: JsonValue };
@@ -76,7 +77,7 @@ export type AppendResult =
   | { readonly status: "already_present"; readonly position: number };
 
 /** Outcome of one event of an `appendBatch`. */
-export type BatchAppendResult = AppendResult | { readonly status: "rejected"; readonly error: import("./errors.js").JournalError };
+export type BatchAppendResult = AppendResult | { readonly status: "rejected"; readonly error: JournalError };
 
 /** Why an event left the delivery path. */
 export type PoisonReason = "malformed" | "rejected" | "attempts_exhausted";

@@ -1,0 +1,157 @@
+/**
+ * Order-preserving string encoding of tuple keys, for the memory engine.
+ *
+ * The memory engine keeps its ordered index over plain JavaScript strings, so
+ * that ordering a key costs one native string comparison instead of a walk
+ * through {@link compareKeys}. This module turns a tuple key into such a
+ * string.
+ *
+ * Promises (checked by `key-encoding.test.ts`), for valid keys `a`, `b`, `p`:
+ * - Order: `encodeKey(a) < encodeKey(b)` (JavaScript string comparison, i.e.
+ *   UTF-16 code units) exactly when `compareKeys(a, b) < 0`, and the encodings
+ *   are equal exactly when `compareKeys(a, b) === 0` (so `0` and `-0` share one
+ *   encoding).
+ * - Prefixes: `hasPrefix(a, p)` exactly when `encodeKey(a)` starts with
+ *   `encodeKey(p)`, which is exactly when
+ *   `encodeKey(p) <= encodeKey(a) < prefixUpperBound(encodeKey(p))`.
+ *
+ * Layout: each element is a tag byte followed by its payload; the encoding of
+ * a tuple is the concatenation of its elements' encodings. Every code unit of
+ * an encoding is at most U+00FF, so V8 stores it as a one-byte string and
+ * compares it several times faster than a two-byte one. Element encodings are
+ * prefix-free and ordered like {@link compareKeyParts}, so the concatenation
+ * compares like the tuple (a shorter tuple's encoding is a proper prefix of a
+ * longer one's and thus sorts first).
+ * - Number: tag 0x01, then the 8 bytes of the float64, big-endian, with the
+ *   sign bit set for non-negative numbers and every bit flipped for negative
+ *   ones (the usual order-preserving transform of IEEE 754 bits). Fixed
+ *   length, hence prefix-free.
+ * - String: tag 0x02, then each UTF-16 code unit `c` as
+ *   `[0x01, 0x01]` (c = 0), `[0x01, 0x02]` (c = 1), `[c]` (2 <= c <= 0xFE) or
+ *   `[0xFF, c >> 8, c & 0xFF]` (c >= 0xFF), then a 0x00 terminator. These unit
+ *   codes are prefix-free and ordered like the code units, and the terminator
+ *   sorts below all of them, so a string sorts before its extensions.
+ *
+ * The encoding is internal to the memory engine: it is never persisted, and may
+ * change between versions.
+ */
+
+import type { Key, KeyPart } from "../../src/engine.js";
+
+/** Tag of a number element; below {@link STRING_TAG} because numbers sort first. */
+const NUMBER_TAG = 0x01;
+/** Tag of a string element. */
+const STRING_TAG = 0x02;
+/**
+ * A code unit above every element tag: `enc + PREFIX_END` is a strict upper
+ * bound of every encoding that extends `enc` by at least one element.
+ */
+const PREFIX_END = String.fromCharCode(0x03);
+/** Ends a string element; below every encoded code unit. */
+const STRING_TERMINATOR = 0x00;
+
+/** Largest number of arguments passed to one `String.fromCharCode` call. */
+const CHUNK = 8192;
+
+// Scratch space: the float64 being encoded, and the code units of the key
+// being encoded (reused, so that encoding allocates only the result string).
+const float64View = new DataView(new ArrayBuffer(8));
+const float64Bytes = new Uint8Array(float64View.buffer);
+const codes: number[] = [];
+
+/**
+ * Append one finite number: its tag and 8 bytes of order-preserving float64
+ * bits. `-0` is encoded like `0` because {@link compareKeyParts} treats them
+ * as equal.
+ */
+function pushNumber(n: number): void {
+  float64View.setFloat64(0, n === 0 ? 0 : n); // big-endian
+  const b = float64Bytes;
+  if (b[0]! >= 0x80) {
+    // Negative: flip every bit, so that larger magnitudes sort first.
+    codes.push(
+      NUMBER_TAG,
+      255 - b[0]!,
+      255 - b[1]!,
+      255 - b[2]!,
+      255 - b[3]!,
+      255 - b[4]!,
+      255 - b[5]!,
+      255 - b[6]!,
+      255 - b[7]!,
+    );
+  } else {
+    // Non-negative: set the sign bit, so that it sorts above every negative.
+    codes.push(NUMBER_TAG, b[0]! | 0x80, b[1]!, b[2]!, b[3]!, b[4]!, b[5]!, b[6]!, b[7]!);
+  }
+}
+
+/** Append one string: its tag, its escaped code units and the terminator. */
+function pushString(s: string): void {
+  codes.push(STRING_TAG);
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x02) codes.push(0x01, c + 1);
+    else if (c < 0xff) codes.push(c);
+    else codes.push(0xff, c >> 8, c & 0xff);
+  }
+  codes.push(STRING_TERMINATOR);
+}
+
+/** Turn the scratch code units into a (flat, one-byte) string and reset them. */
+function takeCodes(): string {
+  let out: string;
+  if (codes.length <= CHUNK) {
+    out = String.fromCharCode.apply(null, codes);
+  } else {
+    out = "";
+    for (let i = 0; i < codes.length; i += CHUNK) {
+      out += String.fromCharCode.apply(null, codes.slice(i, i + CHUNK));
+    }
+  }
+  codes.length = 0;
+  return out;
+}
+
+/**
+ * Encode one key element. The caller is responsible for having validated it
+ * (a string or a finite number).
+ */
+export function encodeKeyPart(part: KeyPart): string {
+  codes.length = 0;
+  if (typeof part === "number") pushNumber(part);
+  else pushString(part);
+  return takeCodes();
+}
+
+/**
+ * Encode a tuple key (validated by the caller with `assertValidKey`) into a
+ * string whose JavaScript ordering is {@link compareKeys} ordering. The empty
+ * tuple encodes to `""`, which sorts below every other encoding.
+ *
+ * The result is built with one `String.fromCharCode` call rather than by
+ * concatenation, so that it is a flat string: V8 compares and hashes flat
+ * strings faster than concatenation ("cons") strings.
+ *
+ * @example
+ * encodeKey([1, "a"]) < encodeKey(["a"]); // true: numbers sort before strings
+ * encodeKey(["a"]) < encodeKey(["a", 1]); // true: a prefix sorts first
+ */
+export function encodeKey(key: Key): string {
+  codes.length = 0;
+  for (let i = 0; i < key.length; i++) {
+    const part = key[i]!;
+    if (typeof part === "number") pushNumber(part);
+    else pushString(part);
+  }
+  return takeCodes();
+}
+
+/**
+ * The smallest string above every encoding that starts with `encodedPrefix`
+ * (an output of {@link encodeKey}): the keys with that prefix are exactly the
+ * encodings `e` with `encodedPrefix <= e < prefixUpperBound(encodedPrefix)`.
+ */
+export function prefixUpperBound(encodedPrefix: string): string {
+  return encodedPrefix + PREFIX_END;
+}
