@@ -3,7 +3,7 @@
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", ".wrangler/**", "coverage/**"] },
+  { ignores: ["dist/**", "node_modules/**", ".wrangler/**", "coverage/**", ".scratch/**"] },
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {
@@ -18,7 +18,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ["**/*.js"],
+    files: ["**/*.js", "**/*.mjs"],
     ...tseslint.configs.disableTypeChecked,
   },
 );

@@ -34,6 +34,17 @@ export function isRequestId(text: unknown): text is string {
   return typeof text === "string" && UUID_V7.test(text);
 }
 
+/** The Web Crypto subset the core uses; looked up when called, so the module loads anywhere. */
+interface RandomSource {
+  getRandomValues<T extends Uint8Array>(array: T): T;
+}
+
+function randomBytes(count: number): Uint8Array {
+  const source = (globalThis as unknown as { crypto?: RandomSource }).crypto;
+  if (!source) throw new Error("isostore needs the Web Crypto API (globalThis.crypto) to mint request ids");
+  return source.getRandomValues(new Uint8Array(count));
+}
+
 let lastMs = -1;
 let sequence = 0;
 
@@ -47,8 +58,7 @@ let sequence = 0;
  */
 export function newRequestId(now: number = Date.now()): string {
   let ms = Math.max(0, Math.floor(now));
-  const random = new Uint8Array(10);
-  crypto.getRandomValues(random);
+  const random = randomBytes(10);
   if (ms <= lastMs) {
     ms = lastMs;
     sequence += 1;

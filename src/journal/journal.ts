@@ -179,12 +179,13 @@ class EngineJournal implements UsageJournal {
   async append(event: UsageEvent): Promise<AppendResult> {
     const checked = checkUsageEvent(event);
     const now = this.clock();
-    const outcome = await this.run("readwrite", async (work) => {
+    return this.run("readwrite", async (work) => {
       await work.prune(now, OPPORTUNISTIC_PRUNE_LIMIT);
-      return work.append(checked);
+      const outcome = await work.append(checked);
+      // Thrown inside the transaction: a refused append changes nothing, not even its pruning.
+      if (outcome instanceof JournalError) throw outcome;
+      return outcome;
     });
-    if (outcome instanceof JournalError) throw outcome;
-    return outcome;
   }
 
   async appendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
@@ -201,7 +202,6 @@ class EngineJournal implements UsageJournal {
         throw error;
       }
     });
-    if (checked.length === 0) return [];
     const now = this.clock();
     return this.run("readwrite", async (work) => {
       await work.prune(now, OPPORTUNISTIC_PRUNE_LIMIT);

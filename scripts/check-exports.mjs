@@ -1,0 +1,30 @@
+// Checks that every subpath in package.json "exports" resolves from a clean
+// build (`npm run build`) and exposes what its entry promises, the way a user
+// importing the published package would see it.
+import { readFileSync, existsSync } from "node:fs";
+
+const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+const expected = {
+  ".": ["createJournal", "createUsageEvent", "newRequestId", "parseConsumerId", "BILLING_GRADE", "JournalError", "compareKeys"],
+  "./memory": ["memoryEngine"],
+  "./testing": ["journalConformanceCases", "JournalOracle", "virtualClock"],
+};
+let failed = false;
+for (const [subpath, target] of Object.entries(pkg.exports)) {
+  if (subpath === "./package.json") continue;
+  const types = new URL(`../${target.types}`, import.meta.url);
+  if (!existsSync(types)) {
+    console.error(`${subpath}: missing declarations ${target.types}`);
+    failed = true;
+  }
+  const specifier = subpath === "." ? pkg.name : `${pkg.name}/${subpath.slice(2)}`;
+  const module = await import(specifier);
+  for (const name of expected[subpath] ?? []) {
+    if (!(name in module)) {
+      console.error(`${specifier}: does not export ${name}`);
+      failed = true;
+    }
+  }
+  console.log(`${specifier}: ${Object.keys(module).length} exports`);
+}
+if (failed) process.exit(1);

@@ -1,0 +1,905 @@
+/**
+ * The readable half of the journal conformance suite: one example per
+ * guarantee of `docs/journal-semantics.md`, each on a fresh journal from the
+ * factory and a hand-driven clock, each asserting concrete values so that a
+ * wrong implementation fails with a message naming the guarantee it broke.
+ */
+import { createUsageEvent, parseConsumerId } from "../journal/event.js";
+import type { Capacity, ConsumerId, Delivery, DeliveryId, JsonValue, UsageEvent, UsageJournal } from "../journal/types.js";
+import { deepEqual, describeError, render, settle } from "./compare.js";
+import type { ConformanceCase, JournalConformanceOptions, JournalSubject } from "./journal-conformance.js";
+import { virtualClock, type VirtualClock } from "./virtual-clock.js";
+
+const START = 1_700_000_000_000;
+const JOURNAL_NAME = "examples";
+const DAY_MS = 24 * 60 * 60 * 1000;
+const billing = parseConsumerId("billing");
+const warehouse = parseConsumerId("warehouse");
+
+/** Capacity of an example unless it says otherwise: roomy, refuse, five attempts, one minute's retention. */
+const ROOMY: Capacity = { maxEvents: 100, maxDeliveryAttempts: 5, retainAcknowledgedMs: 60_000, policy: "refuse" };
+
+interface Example {
+  readonly journal: UsageJournal;
+  readonly time: VirtualClock;
+  /** The clock reading the example started at. */
+  readonly t0: number;
+  readonly capacity: Capacity;
+  readonly subject: JournalSubject;
+}
+
+// --------------------------------------------------------------- assertions
+
+function fail(what: string, expected: unknown, actual: unknown): never {
+  throw new Error(`${what}\n  expected: ${render(expected)}\n  actual:   ${render(actual)}`);
+}
+
+function expectEqual(actual: unknown, expected: unknown, what: string): void {
+  if (!deepEqual(actual, expected)) fail(what, expected, actual);
+}
+
+/** Expect `call` to reject with an error of class `error` whose code and listed fields are as given. */
+async function expectRejects(call: () => Promise<unknown>, expected: { readonly error: string; readonly code: string } & Record<string, unknown>, what: string): Promise<void> {
+  const outcome = await settle(call);
+  if (outcome.ok) fail(`${what}: expected a rejection`, expected, { resolved: outcome.value });
+  const actual = describeError(outcome.error);
+  for (const [field, value] of Object.entries(expected)) {
+    if (!deepEqual(actual[field], value)) {
+      const message = outcome.error instanceof Error ? ` (message: ${outcome.error.message})` : "";
+      fail(`${what}: wrong ${field}${message}`, expected, actual);
+    }
+  }
+}
+
+function only<T>(items: readonly T[], what: string): T {
+  if (items.length !== 1) fail(`${what}: expected exactly one`, "one item", items);
+  return items[0] as T;
+}
+
+function nth<T>(items: readonly T[], index: number, what: string): T {
+  const item = items[index];
+  if (item === undefined) fail(`${what}: expected an item at index ${index}`, `index ${index}`, items);
+  return item;
+}
+
+/** `requestId#attempt` of each delivery, in order: what most claim assertions compare. */
+function handed(deliveries: readonly Delivery[]): string[] {
+  return deliveries.map((delivery) => `${delivery.id.event}#${delivery.id.attempt}`);
+}
+
+// --------------------------------------------------------------- fixtures
+
+/** A readable, fixed request id: `rid(3)` ends in `...000000000003`. */
+function rid(n: number): string {
+  return `0190b000-0000-7000-8000-${n.toString(16).padStart(12, "0")}`;
+}
+
+function usage(n: number, subject: string, observedAt: number, data: JsonValue = { tokens: n * 10 }): UsageEvent {
+  return createUsageEvent({ record: { requestId: rid(n), namespace: "acme", subject, data }, observedAt });
+}
+
+function delivery(consumer: ConsumerId, n: number, attempt: number): DeliveryId {
+  return { consumer, event: rid(n), attempt };
+}
+
+function lease(time: VirtualClock, leaseMs = 1000, maxEvents = 10) {
+  return { maxEvents, leaseMs, now: time.now };
+}
+
+function stats(capacity: Capacity, counts: { pending: number; inFlight: number; quarantined: number; oldestPendingAgeMs: number | null; dropped?: number }) {
+  return { dropped: 0, ...counts, capacity };
+}
+
+const notOutstanding = (d: DeliveryId) => ({ error: "NotOutstandingError", code: "not_outstanding", delivery: d });
+const quarantinedError = (d: DeliveryId) => ({ error: "QuarantinedError", code: "quarantined", delivery: d });
+const alreadyAcknowledged = (d: DeliveryId) => ({ error: "AlreadyAcknowledgedError", code: "already_acknowledged", delivery: d });
+const notQuarantined = (consumer: string, requestId: string) => ({ error: "NotQuarantinedError", code: "not_quarantined", consumer, requestId });
+const conflict = (key: string) => ({ error: "EventConflictError", code: "conflict", key });
+const atCapacity = (pending: number, capacity: Capacity) => ({ error: "AtCapacityError", code: "at_capacity", pending, capacity });
+const invalidArgument = (argument: string) => ({ error: "InvalidArgumentError", code: "invalid_argument", argument });
+const invalidEvent = (requestId: string, rule: string) => ({ error: "InvalidEventError", code: "invalid_event", requestId, rule });
+const invalidConsumer = (consumer: string, rule: string) => ({ error: "InvalidConsumerIdError", code: "invalid_consumer_id", consumer, rule });
+
+// ------------------------------------------------------------------ cases
+
+type ExampleBody = (example: Example) => Promise<void>;
+
+/** The example cases of {@link journalConformanceCases}. */
+export function journalExampleCases(options: JournalConformanceOptions): ConformanceCase[] {
+  const cases: ConformanceCase[] = [];
+  const example = (name: string, capacity: Partial<Capacity>, body: ExampleBody): void => {
+    cases.push({
+      name,
+      run: async () => {
+        const time = virtualClock(START);
+        const full: Capacity = { ...ROOMY, ...capacity };
+        const subject = await options.createSubject({ name: JOURNAL_NAME, capacity: full, clock: time.clock });
+        try {
+          await body({ journal: subject.journal, time, t0: time.now, capacity: full, subject });
+        } catch (error) {
+          if (error instanceof Error) error.message = `[${options.label}] ${name}: ${error.message}`;
+          throw error;
+        } finally {
+          await subject.close();
+        }
+      },
+    });
+  };
+
+  // ------------------------------------------------------------ append
+
+  example("an accepted event is delivered", {}, async ({ journal, time, t0, capacity }) => {
+    const event = usage(1, "user-1", t0 - 100);
+    expectEqual(await journal.append(event), { status: "accepted", position: 1 }, "append of a new event");
+    const deliveries = await journal.claim(billing, lease(time));
+    expectEqual(deliveries, [{ id: delivery(billing, 1, 1), event, leaseExpiresAt: t0 + 1000 }], "claim hands the event out as attempt 1");
+    await journal.ack(only(deliveries, "claim").id);
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null }), "stats after the ack");
+    expectEqual(await journal.claim(billing, lease(time)), [], "an acknowledged event is not handed out again");
+  });
+
+  example("re-appending the same event is already_present and does not create a second event", {}, async ({ journal, time, t0 }) => {
+    const event = usage(1, "user-1", t0);
+    expectEqual(await journal.append(event), { status: "accepted", position: 1 }, "first append");
+    expectEqual(await journal.append(event), { status: "already_present", position: 1 }, "second append");
+    expectEqual((await journal.stats(billing)).pending, 1, "one event is stored");
+    expectEqual(await journal.appendBatch([event]), [{ status: "already_present", position: 1 }], "the same event in a batch");
+    const deliveries = await journal.claim(billing, lease(time));
+    expectEqual(handed(deliveries), [`${rid(1)}#1`], "one delivery");
+    await journal.ack(only(deliveries, "claim").id);
+    expectEqual(await journal.append(event), { status: "already_present", position: 1 }, "append after the ack, inside the retention window");
+    expectEqual(await journal.claim(billing, lease(time)), [], "still nothing to deliver");
+    expectEqual(await journal.append(usage(2, "user-1", t0)), { status: "accepted", position: 2 }, "the next new event takes the next position");
+  });
+
+  example("observedAt is not part of the fact: the first observation wins", {}, async ({ journal, time, t0 }) => {
+    const first = usage(1, "user-1", t0 - 500);
+    const retry = usage(1, "user-1", t0);
+    await journal.append(first);
+    expectEqual(await journal.append(retry), { status: "already_present", position: 1 }, "a retry observed later");
+    const deliveries = await journal.claim(billing, lease(time));
+    expectEqual(only(deliveries, "claim").event, first, "the delivered event is the first observation");
+    expectEqual(only(deliveries, "claim").event.observedAt, t0 - 500, "observedAt of the first observation");
+  });
+
+  example("a different record under the same request id is a conflict and changes nothing", {}, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0, { tokens: 42 }));
+    await expectRejects(() => journal.append(usage(1, "user-1", t0, { tokens: 43 })), conflict(rid(1)), "different data");
+    await expectRejects(() => journal.append(usage(1, "user-2", t0, { tokens: 42 })), conflict(rid(1)), "different subject");
+    expectEqual(
+      await journal.appendBatch([usage(1, "user-1", t0, { tokens: 43 })]),
+      [{ status: "rejected", error: conflict(rid(1)) }],
+      "different data in a batch",
+    );
+    expectEqual(
+      await journal.append(usage(1, "user-1", t0 + 5, { tokens: 42 })),
+      { status: "already_present", position: 1 },
+      "the original fact is still recognised",
+    );
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 1, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 0 }), "one event stored");
+    const deliveries = await journal.claim(billing, lease(time));
+    expectEqual(only(deliveries, "claim").event.record, { requestId: rid(1), namespace: "acme", subject: "user-1", data: { tokens: 42 } }, "the stored record");
+  });
+
+  example("a refused append changes nothing, not even the pruning it would have done", { retainAcknowledgedMs: 0 }, async ({ journal, time, t0 }) => {
+    const auditor = parseConsumerId("auditor"); // never claims: its stats show what is stored
+    await journal.append(usage(1, "user-1", t0));
+    await journal.append(usage(2, "user-2", t0));
+    await journal.ack(nth(await journal.claim(billing, lease(time)), 0, "claim").id); // event 1 is prunable now
+    await expectRejects(() => journal.append(usage(2, "user-2", t0, { tokens: 0 })), conflict(rid(2)), "a conflicting append");
+    expectEqual((await journal.stats(auditor)).pending, 2, "event 1 is still stored: the refused call was rolled back whole");
+    expectEqual(await journal.prune({ now: t0 }), { pruned: 1 }, "an explicit prune finds it");
+  });
+
+  // ------------------------------------------------------------- claim
+
+  example("claim hands at most one in-flight event per ordering key, in append order", {}, async ({ journal, time, t0 }) => {
+    await journal.append(usage(1, "user-a", t0));
+    await journal.append(usage(2, "user-a", t0));
+    await journal.append(usage(3, "user-b", t0));
+    await journal.append(usage(4, "user-a", t0));
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#1`, `${rid(3)}#1`], "the first event of each key");
+    expectEqual(await journal.claim(billing, lease(time)), [], "both keys are in flight");
+    await journal.ack(delivery(billing, 1, 1));
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`], "the next event of user-a");
+    expectEqual(
+      handed(await journal.claim(warehouse, lease(time))),
+      [`${rid(1)}#1`, `${rid(3)}#1`],
+      "another consumer has its own delivery state",
+    );
+    await journal.ack(delivery(billing, 3, 1));
+    expectEqual(await journal.claim(billing, lease(time)), [], "user-a is still in flight, user-b is done");
+    await journal.ack(delivery(billing, 2, 1));
+    expectEqual(handed(await journal.claim(billing, lease(time, 1000, 1))), [`${rid(4)}#1`], "the last event of user-a");
+  });
+
+  example("batches are ordered by position", {}, async ({ journal, time, t0 }) => {
+    const events = [usage(1, "user-1", t0), usage(2, "user-1", t0 - 50), usage(3, "user-1", t0 - 100)];
+    expectEqual(
+      await journal.appendBatch([...events, usage(1, "user-1", t0 + 1)]),
+      [
+        { status: "accepted", position: 1 },
+        { status: "accepted", position: 2 },
+        { status: "accepted", position: 3 },
+        { status: "already_present", position: 1 },
+      ],
+      "a batch takes consecutive positions; a repeated id inside it sees the first",
+    );
+    for (const n of [1, 2, 3]) {
+      const deliveries = await journal.claim(billing, lease(time));
+      expectEqual(handed(deliveries), [`${rid(n)}#1`], `delivery ${n} follows the batch order, not observedAt`);
+      await journal.ack(only(deliveries, "claim").id);
+    }
+    expectEqual(await journal.appendBatch([usage(4, "user-1", t0)]), [{ status: "accepted", position: 4 }], "the next batch continues");
+  });
+
+  example(
+    "a consumer registers by claiming, nothing else (a stray ack is not_outstanding and does not hold retention open)",
+    { retainAcknowledgedMs: 0 },
+    async ({ journal, time, t0, capacity }) => {
+      await journal.append(usage(1, "user-1", t0));
+      const d = only(await journal.claim(billing, lease(time)), "claim").id;
+      await journal.ack(d);
+      const stray = delivery(warehouse, 1, 1);
+      await expectRejects(() => journal.ack(stray), notOutstanding(stray), "ack from a consumer that never claimed");
+      await expectRejects(() => journal.quarantine(stray, "rejected"), notOutstanding(stray), "quarantine from a consumer that never claimed");
+      await expectRejects(() => journal.extend(stray, { leaseMs: 1000, now: t0 }), notOutstanding(stray), "extend from a consumer that never claimed");
+      await expectRejects(() => journal.nack(stray, { retryAfterMs: 0, error: "x", now: t0 }), notOutstanding(stray), "nack from a consumer that never claimed");
+      expectEqual(await journal.attempts(warehouse, rid(1)), [], "no history for the stray consumer");
+      expectEqual(
+        await journal.stats(warehouse),
+        stats(capacity, { pending: 1, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 0 }),
+        "stats of an unregistered consumer: the stored backlog",
+      );
+      expectEqual(await journal.prune({ now: t0 }), { pruned: 1 }, "only billing is registered, and it acknowledged");
+      expectEqual(
+        await journal.stats(warehouse),
+        stats(capacity, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null }),
+        "nothing stored any more",
+      );
+    },
+  );
+
+  // -------------------------------------------------------------- ack
+
+  example("ack is idempotent", {}, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0));
+    const d = only(await journal.claim(billing, lease(time)), "claim").id;
+    time.advance(10);
+    await journal.ack(d);
+    await journal.ack(d);
+    const history = [{ attempt: 1, claimedAt: t0, leaseExpiresAt: t0 + 1000, outcome: { kind: "acked", at: t0 + 10 } }];
+    expectEqual(await journal.attempts(billing, rid(1)), history, "one attempt, acknowledged once");
+    time.advance(5000);
+    await journal.ack(d);
+    expectEqual(await journal.attempts(billing, rid(1)), history, "a repeated ack after the lease ran out changes nothing");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null }), "stats");
+  });
+
+  example("the recovery ack of an expired attempt is honoured after redelivery", { maxDeliveryAttempts: 3 }, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0));
+    const first = only(await journal.claim(billing, lease(time)), "first claim").id;
+    time.advance(1500);
+    const second = only(await journal.claim(billing, lease(time)), "redelivery");
+    expectEqual(second.id, delivery(billing, 1, 2), "the redelivery is attempt 2");
+    await journal.ack(first);
+    expectEqual(
+      await journal.attempts(billing, rid(1)),
+      [
+        { attempt: 1, claimedAt: t0, leaseExpiresAt: t0 + 1000, outcome: { kind: "expired", at: t0 + 1000 } },
+        { attempt: 2, claimedAt: t0 + 1500, leaseExpiresAt: t0 + 2500, outcome: { kind: "acked", at: t0 + 1500 } },
+      ],
+      "the ack of attempt 1 finished attempt 2",
+    );
+    time.advance(5000);
+    expectEqual(await journal.claim(billing, lease(time)), [], "not delivered again");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null }), "stats");
+
+    // Acknowledged after its lease lapsed, before any redelivery: honoured, and the attempt still reads as expired.
+    const t1 = time.now;
+    await journal.append(usage(2, "user-2", t1));
+    const lapsed = only(await journal.claim(billing, lease(time)), "claim of event 2").id;
+    time.advance(1000);
+    await journal.ack(lapsed);
+    expectEqual(
+      await journal.attempts(billing, rid(2)),
+      [{ attempt: 1, claimedAt: t1, leaseExpiresAt: t1 + 1000, outcome: { kind: "expired", at: t1 + 1000 } }],
+      "the lapsed attempt keeps reading as expired",
+    );
+    expectEqual(await journal.claim(billing, lease(time)), [], "acknowledged: not redelivered");
+  });
+
+  example("ack of a quarantined event is refused (quarantined)", {}, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0));
+    const d = only(await journal.claim(billing, lease(time)), "claim").id;
+    await journal.quarantine(d, "malformed");
+    await expectRejects(() => journal.ack(d), quarantinedError(d), "ack after quarantine");
+    const later = delivery(billing, 1, 2);
+    await expectRejects(() => journal.ack(later), quarantinedError(later), "the attempt number does not matter");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 1, oldestPendingAgeMs: null }), "still quarantined");
+
+    // Quarantined after its lease lapsed: the attempt still reads as expired.
+    await journal.append(usage(2, "user-2", t0));
+    const lapsed = only(await journal.claim(billing, lease(time)), "claim of event 2").id;
+    time.advance(1000);
+    await journal.quarantine(lapsed, "rejected");
+    const item = nth((await journal.listQuarantined(billing)).items, 1, "quarantined events");
+    expectEqual(
+      { reason: item.reason, quarantinedAt: item.quarantinedAt, attempts: item.attempts },
+      { reason: "rejected", quarantinedAt: t0 + 1000, attempts: [{ attempt: 1, claimedAt: t0, leaseExpiresAt: t0 + 1000, outcome: { kind: "expired", at: t0 + 1000 } }] },
+      "the lapsed attempt keeps reading as expired",
+    );
+    await expectRejects(() => journal.ack(lapsed), quarantinedError(lapsed), "and the event is quarantined");
+  });
+
+  example("quarantine after ack is refused (already_acknowledged)", {}, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0));
+    const d = only(await journal.claim(billing, lease(time)), "claim").id;
+    await journal.ack(d);
+    await expectRejects(() => journal.quarantine(d, "rejected"), alreadyAcknowledged(d), "quarantine after ack");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null }), "nothing quarantined");
+    expectEqual(await journal.listQuarantined(billing), { items: [], nextCursor: null }, "nothing listed");
+  });
+
+  example("quarantine is idempotent and keeps the first reason", {}, async ({ journal, time, t0 }) => {
+    const event = usage(1, "user-1", t0);
+    await journal.append(event);
+    const d = only(await journal.claim(billing, lease(time)), "claim").id;
+    time.advance(100);
+    await journal.quarantine(d, "malformed");
+    time.advance(100);
+    await journal.quarantine(d, "rejected");
+    expectEqual(
+      await journal.listQuarantined(billing),
+      {
+        items: [
+          {
+            consumer: billing,
+            event,
+            position: 1,
+            reason: "malformed",
+            quarantinedAt: t0 + 100,
+            attempts: [{ attempt: 1, claimedAt: t0, leaseExpiresAt: t0 + 1000, outcome: { kind: "quarantined", at: t0 + 100, reason: "malformed" } }],
+          },
+        ],
+        nextCursor: null,
+      },
+      "the first verdict stands",
+    );
+  });
+
+  example("a quarantined event stops blocking its key", {}, async ({ journal, time, t0 }) => {
+    await journal.append(usage(1, "user-1", t0));
+    await journal.append(usage(2, "user-1", t0));
+    const d = only(await journal.claim(billing, lease(time)), "claim").id;
+    expectEqual(await journal.claim(billing, lease(time)), [], "the key is blocked while event 1 is in flight");
+    await journal.quarantine(d, "rejected");
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`], "event 2 is delivered");
+  });
+
+  example("attempts beyond maxDeliveryAttempts quarantine the event as attempts_exhausted", { maxDeliveryAttempts: 2 }, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0));
+    await journal.append(usage(2, "user-1", t0));
+    expectEqual(handed(await journal.claim(billing, lease(time, 100))), [`${rid(1)}#1`], "attempt 1");
+    time.advance(100);
+    expectEqual(handed(await journal.claim(billing, lease(time, 100))), [`${rid(1)}#2`], "attempt 2");
+    time.advance(100);
+    expectEqual(handed(await journal.claim(billing, lease(time, 100))), [`${rid(2)}#1`], "event 1 is out of attempts; event 2 goes");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 1, quarantined: 1, oldestPendingAgeMs: null }), "stats");
+    const page = await journal.listQuarantined(billing);
+    const item = only(page.items, "quarantined events");
+    expectEqual(
+      { position: item.position, reason: item.reason, quarantinedAt: item.quarantinedAt, attempts: item.attempts },
+      {
+        position: 1,
+        reason: "attempts_exhausted",
+        quarantinedAt: t0 + 200,
+        attempts: [
+          { attempt: 1, claimedAt: t0, leaseExpiresAt: t0 + 100, outcome: { kind: "expired", at: t0 + 100 } },
+          { attempt: 2, claimedAt: t0 + 100, leaseExpiresAt: t0 + 200, outcome: { kind: "expired", at: t0 + 200 } },
+        ],
+      },
+      "the quarantined event",
+    );
+    await expectRejects(() => journal.ack(delivery(billing, 1, 2)), quarantinedError(delivery(billing, 1, 2)), "a late ack");
+  });
+
+  example("an expired lease makes the event claimable again with attempt + 1", {}, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0));
+    await journal.claim(billing, lease(time));
+    time.advance(999);
+    expectEqual(await journal.claim(billing, lease(time)), [], "the lease still runs 1 ms before it expires");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 1, quarantined: 0, oldestPendingAgeMs: null }), "in flight");
+    time.advance(1);
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 1, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 1000 }), "pending again at expiry");
+    const redelivery = only(await journal.claim(billing, lease(time)), "claim at expiry");
+    expectEqual({ id: redelivery.id, leaseExpiresAt: redelivery.leaseExpiresAt }, { id: delivery(billing, 1, 2), leaseExpiresAt: t0 + 2000 }, "attempt 2");
+    expectEqual(
+      await journal.attempts(billing, rid(1)),
+      [
+        { attempt: 1, claimedAt: t0, leaseExpiresAt: t0 + 1000, outcome: { kind: "expired", at: t0 + 1000 } },
+        { attempt: 2, claimedAt: t0 + 1000, leaseExpiresAt: t0 + 2000, outcome: null },
+      ],
+      "the history",
+    );
+  });
+
+  example("extend keeps a long delivery leased; a stale attempt cannot extend", {}, async ({ journal, time, t0 }) => {
+    await journal.append(usage(1, "user-1", t0));
+    await journal.append(usage(2, "user-2", t0));
+    const d1 = only(await journal.claim(billing, lease(time, 1000, 1)), "claim of event 1").id;
+    time.advance(800);
+    expectEqual(await journal.extend(d1, { leaseMs: 1000, now: time.now }), { leaseExpiresAt: t0 + 1800 }, "extend");
+    time.advance(700);
+    expectEqual(handed(await journal.claim(billing, lease(time, 100))), [`${rid(2)}#1`], "event 1 is still leased at t0+1500; event 2 goes");
+    await journal.ack(d1);
+    await expectRejects(() => journal.extend(d1, { leaseMs: 1000, now: time.now }), alreadyAcknowledged(d1), "extend after ack");
+    time.advance(100);
+    const stale = delivery(billing, 2, 1);
+    await expectRejects(() => journal.extend(stale, { leaseMs: 1000, now: time.now }), notOutstanding(stale), "extend after the lease ran out");
+    expectEqual(handed(await journal.claim(billing, lease(time, 100))), [`${rid(2)}#2`], "redelivery of event 2");
+    await expectRejects(() => journal.extend(stale, { leaseMs: 1000, now: time.now }), notOutstanding(stale), "extend of a stale attempt");
+    expectEqual(await journal.extend(delivery(billing, 2, 2), { leaseMs: 500, now: time.now }), { leaseExpiresAt: t0 + 2100 }, "the current attempt extends");
+  });
+
+  example("nack gives the event back after retryAfterMs and counts as an attempt", { maxDeliveryAttempts: 2 }, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0));
+    const first = only(await journal.claim(billing, lease(time, 10_000)), "claim").id;
+    await journal.nack(first, { retryAfterMs: 500, error: "timeout", now: t0 });
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 1, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 0 }), "pending, not in flight");
+    time.advance(499);
+    expectEqual(await journal.claim(billing, lease(time)), [], "not before retryAfterMs");
+    time.advance(1);
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#2`], "attempt 2 at retryAfterMs");
+    expectEqual(
+      nth(await journal.attempts(billing, rid(1)), 0, "attempts"),
+      { attempt: 1, claimedAt: t0, leaseExpiresAt: t0 + 10_000, outcome: { kind: "nacked", at: t0, error: "timeout" } },
+      "attempt 1 was nacked",
+    );
+    await expectRejects(() => journal.nack(first, { retryAfterMs: 0, error: "late", now: time.now }), notOutstanding(first), "nack of a stale attempt");
+    await journal.nack(delivery(billing, 1, 2), { retryAfterMs: 0, error: "again", now: time.now });
+    expectEqual(await journal.claim(billing, lease(time)), [], "two attempts used up: quarantined instead of delivered");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 1, oldestPendingAgeMs: null }), "quarantined");
+
+    // A nacked attempt can still be acknowledged (the destination did get it); its history keeps the nack.
+    await journal.append(usage(2, "user-2", time.now));
+    const other = only(await journal.claim(billing, lease(time)), "claim of event 2").id;
+    await journal.nack(other, { retryAfterMs: 60_000, error: "unsure", now: time.now });
+    await journal.ack(other);
+    expectEqual(
+      await journal.attempts(billing, rid(2)),
+      [{ attempt: 1, claimedAt: time.now, leaseExpiresAt: time.now + 1000, outcome: { kind: "nacked", at: time.now, error: "unsure" } }],
+      "the ack does not rewrite a finished attempt",
+    );
+    time.advance(60_000);
+    expectEqual(await journal.claim(billing, lease(time)), [], "acknowledged: not delivered again");
+  });
+
+  // ---------------------------------------------------------- operator
+
+  example(
+    "release puts a quarantined event back at its original position with a fresh attempt budget",
+    { maxDeliveryAttempts: 1 },
+    async ({ journal, time, t0, capacity }) => {
+      for (const n of [1, 2, 3]) await journal.append(usage(n, "user-1", t0));
+      const d1 = only(await journal.claim(billing, lease(time)), "claim").id;
+      await journal.quarantine(d1, "rejected");
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`], "event 2 goes while 1 is quarantined");
+      await journal.release(billing, rid(1), { now: t0, actor: "ops" });
+      expectEqual(await journal.stats(billing), stats(capacity, { pending: 2, inFlight: 1, quarantined: 0, oldestPendingAgeMs: 0 }), "released");
+      expectEqual(await journal.claim(billing, lease(time)), [], "the key is in flight (event 2)");
+      await journal.ack(delivery(billing, 2, 1));
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#2`], "event 1 again, before event 3, with a new attempt");
+      await journal.ack(delivery(billing, 1, 2));
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(3)}#1`], "then event 3");
+      await expectRejects(() => journal.release(billing, rid(1), { now: t0 }), notQuarantined(billing, rid(1)), "release of an event that is not quarantined");
+    },
+  );
+
+  example("discard finishes a quarantined event and makes it prunable", { retainAcknowledgedMs: 1000 }, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0));
+    const d = only(await journal.claim(billing, lease(time)), "claim").id;
+    await journal.quarantine(d, "malformed");
+    expectEqual(await journal.prune({ now: t0 + 5000 }), { pruned: 0 }, "quarantined: not prunable");
+    await journal.discard(billing, rid(1), { now: t0 + 10 });
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null }), "discarded");
+    await expectRejects(() => journal.discard(billing, rid(1), { now: t0 }), notQuarantined(billing, rid(1)), "discard twice");
+    await expectRejects(() => journal.release(billing, rid(1), { now: t0 }), notQuarantined(billing, rid(1)), "release after discard");
+    await expectRejects(() => journal.ack(d), notOutstanding(d), "ack after discard");
+    expectEqual(await journal.prune({ now: t0 + 999 }), { pruned: 0 }, "inside the window");
+    expectEqual(await journal.prune({ now: t0 + 1000 }), { pruned: 1 }, "at the end of the window");
+    expectEqual(await journal.attempts(billing, rid(1)), [], "forgotten");
+  });
+
+  example("operator actions are in the audit log", {}, async ({ journal, time, t0 }) => {
+    await journal.append(usage(1, "user-1", t0));
+    await journal.append(usage(2, "user-2", t0));
+    await journal.claim(billing, lease(time));
+    await journal.quarantine(delivery(billing, 1, 1), "malformed");
+    await journal.quarantine(delivery(billing, 2, 1), "rejected");
+    await journal.release(billing, rid(1), { now: t0 + 10, actor: "alice" });
+    await journal.discard(billing, rid(2), { now: t0 + 20 });
+    const release = { seq: 1, at: t0 + 10, action: "release", consumer: billing, requestId: rid(1), reason: "malformed", actor: "alice" };
+    const discard = { seq: 2, at: t0 + 20, action: "discard", consumer: billing, requestId: rid(2), reason: "rejected", actor: null };
+    expectEqual(await journal.listAudit(), { items: [release, discard], nextCursor: null }, "the whole log");
+    expectEqual(await journal.listAudit({ limit: 1 }), { items: [release], nextCursor: "a1.1" }, "first page");
+    expectEqual(await journal.listAudit({ limit: 1, after: "a1.1" }), { items: [discard], nextCursor: null }, "second page");
+    await expectRejects(() => journal.listAudit({ after: "q1.1" }), invalidArgument("after"), "a quarantine cursor");
+  });
+
+  example("listQuarantined pages with cursors and filters by request id, ordering key and reason", {}, async ({ journal, time, t0 }) => {
+    const subjects = ["alpha", "beta", "gamma", "delta", "epsilon"];
+    for (const [index, subject] of subjects.entries()) await journal.append(usage(index + 1, subject, t0));
+    expectEqual((await journal.claim(billing, lease(time))).length, 5, "five keys, five deliveries");
+    await journal.quarantine(delivery(billing, 1, 1), "malformed");
+    await journal.quarantine(delivery(billing, 2, 1), "rejected");
+    await journal.quarantine(delivery(billing, 3, 1), "malformed");
+    await journal.quarantine(delivery(billing, 4, 1), "attempts_exhausted");
+    await journal.ack(delivery(billing, 5, 1));
+    const positions = (page: { items: readonly { position: number }[]; nextCursor: string | null }) => ({
+      positions: page.items.map((item) => item.position),
+      nextCursor: page.nextCursor,
+    });
+    expectEqual(positions(await journal.listQuarantined(billing, { limit: 2 })), { positions: [1, 2], nextCursor: "q1.2" }, "first page");
+    expectEqual(positions(await journal.listQuarantined(billing, { limit: 2, after: "q1.2" })), { positions: [3, 4], nextCursor: null }, "last page");
+    expectEqual(positions(await journal.listQuarantined(billing, { query: rid(3).toUpperCase() })), { positions: [3], nextCursor: null }, "by request id");
+    expectEqual(positions(await journal.listQuarantined(billing, { query: "ACME/Beta" })), { positions: [2], nextCursor: null }, "by ordering key");
+    expectEqual(positions(await journal.listQuarantined(billing, { query: "malformed" })), { positions: [1, 3], nextCursor: null }, "by reason");
+    expectEqual(positions(await journal.listQuarantined(billing, { query: "exhausted" })), { positions: [4], nextCursor: null }, "by part of a reason");
+    expectEqual(
+      positions(await journal.listQuarantined(billing, { query: "malformed", limit: 1 })),
+      { positions: [1], nextCursor: "q1.1" },
+      "a filtered first page",
+    );
+    expectEqual(
+      positions(await journal.listQuarantined(billing, { query: "malformed", limit: 1, after: "q1.1" })),
+      { positions: [3], nextCursor: null },
+      "no further match: no cursor",
+    );
+    expectEqual(await journal.listQuarantined(billing, { query: "nothing-like-this" }), { items: [], nextCursor: null }, "no match");
+    expectEqual(await journal.listQuarantined(warehouse), { items: [], nextCursor: null }, "an unregistered consumer");
+    const second = nth((await journal.listQuarantined(billing, { limit: 2 })).items, 1, "first page");
+    expectEqual(
+      second,
+      {
+        consumer: billing,
+        event: usage(2, "beta", t0),
+        position: 2,
+        reason: "rejected",
+        quarantinedAt: t0,
+        attempts: [{ attempt: 1, claimedAt: t0, leaseExpiresAt: t0 + 1000, outcome: { kind: "quarantined", at: t0, reason: "rejected" } }],
+      },
+      "an item",
+    );
+    await expectRejects(() => journal.listQuarantined(billing, { after: "garbage" }), invalidArgument("after"), "a token that does not parse");
+    await expectRejects(() => journal.listQuarantined(billing, { after: "a1.1" }), invalidArgument("after"), "an audit cursor");
+    await expectRejects(() => journal.listQuarantined(billing, { after: "q1.0" }), invalidArgument("after"), "a position no journal issues");
+  });
+
+  // ---------------------------------------------------------- capacity
+
+  example("refuse: a full journal refuses with at_capacity and journals nothing", { maxEvents: 2 }, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0));
+    await journal.append(usage(2, "user-2", t0));
+    await expectRejects(() => journal.append(usage(3, "user-3", t0)), atCapacity(2, capacity), "the third append");
+    expectEqual(
+      await journal.appendBatch([usage(3, "user-3", t0)]),
+      [{ status: "rejected", error: atCapacity(2, capacity) }],
+      "the third event in a batch",
+    );
+    expectEqual(await journal.append(usage(1, "user-1", t0)), { status: "already_present", position: 1 }, "a full journal still recognises a retry");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 2, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 0 }), "two events stored");
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#1`, `${rid(2)}#1`], "only the first two are delivered");
+    expectEqual(await journal.attempts(billing, rid(3)), [], "the refused event is not journaled");
+  });
+
+  example(
+    "a full journal reclaims delivered events inside their window before refusing",
+    { maxEvents: 2, retainAcknowledgedMs: DAY_MS },
+    async ({ journal, time, t0, capacity }) => {
+      await journal.append(usage(1, "user-1", t0 - 100));
+      await journal.append(usage(2, "user-2", t0));
+      await journal.claim(billing, lease(time));
+      await journal.ack(delivery(billing, 1, 1));
+      expectEqual(await journal.append(usage(3, "user-3", t0)), { status: "accepted", position: 3 }, "event 1 (delivered, in its window) makes room");
+      expectEqual(await journal.stats(billing), stats(capacity, { pending: 1, inFlight: 1, quarantined: 0, oldestPendingAgeMs: 0 }), "not counted as dropped");
+      await expectRejects(() => journal.ack(delivery(billing, 1, 1)), notOutstanding(delivery(billing, 1, 1)), "the reclaimed event is gone");
+      await expectRejects(() => journal.append(usage(4, "user-4", t0)), atCapacity(2, capacity), "nothing delivered left to reclaim");
+
+      // Of two delivered events, the one observed first goes first; on a tie, the one appended first.
+      await journal.ack(delivery(billing, 2, 1));
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(3)}#1`], "claim of event 3");
+      await journal.ack(delivery(billing, 3, 1));
+      // Stored and delivered: event 2 (observed t0, position 2) and event 3 (observed t0, position 3).
+      expectEqual(await journal.append(usage(5, "user-5", t0 - 1000)), { status: "accepted", position: 4 }, "event 2 makes room");
+      expectEqual(await journal.attempts(billing, rid(2)), [], "event 2 is gone");
+      expectEqual(await journal.append(usage(3, "user-3", t0)), { status: "already_present", position: 3 }, "event 3 stays");
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(5)}#1`], "claim of event 5");
+      await journal.ack(delivery(billing, 5, 1));
+      // Stored and delivered: event 3 (observed t0, position 3) and event 5 (observed t0-1000, position 4).
+      expectEqual(await journal.append(usage(6, "user-6", t0)), { status: "accepted", position: 5 }, "event 5 makes room");
+      expectEqual(await journal.attempts(billing, rid(5)), [], "event 5, observed first though appended later, is gone");
+      expectEqual(await journal.append(usage(3, "user-3", t0)), { status: "already_present", position: 3 }, "event 3 stays");
+    },
+  );
+
+  example("drop_oldest drops the oldest unacknowledged event and counts dropped", { maxEvents: 2, policy: "drop_oldest" }, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0));
+    await journal.append(usage(2, "user-2", t0));
+    expectEqual(await journal.append(usage(3, "user-3", t0)), { status: "accepted", position: 3 }, "the third append");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 2, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 0, dropped: 1 }), "one dropped");
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`, `${rid(3)}#1`], "event 1 was dropped");
+    expectEqual(await journal.append(usage(1, "user-1", t0)), { status: "accepted", position: 4 }, "the dropped id is forgotten");
+    expectEqual((await journal.stats(billing)).dropped, 2, "event 2 (in flight, unacknowledged) made room");
+    await expectRejects(() => journal.ack(delivery(billing, 2, 1)), notOutstanding(delivery(billing, 2, 1)), "the dropped event is gone");
+  });
+
+  example(
+    "drop_oldest never drops a quarantined event; an all-poison journal refuses",
+    { maxEvents: 2, policy: "drop_oldest" },
+    async ({ journal, time, t0, capacity }) => {
+      await journal.append(usage(1, "user-1", t0));
+      await journal.append(usage(2, "user-2", t0));
+      await journal.claim(billing, lease(time));
+      await journal.quarantine(delivery(billing, 1, 1), "malformed");
+      expectEqual(await journal.append(usage(3, "user-3", t0)), { status: "accepted", position: 3 }, "event 2 is dropped, not event 1");
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(3)}#1`], "event 3");
+      await journal.quarantine(delivery(billing, 3, 1), "rejected");
+      await expectRejects(() => journal.append(usage(4, "user-4", t0)), atCapacity(2, capacity), "everything stored is quarantined");
+      expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 2, oldestPendingAgeMs: null, dropped: 1 }), "stats");
+      expectEqual(
+        (await journal.listQuarantined(billing)).items.map((item) => item.position),
+        [1, 3],
+        "both quarantined events are kept",
+      );
+    },
+  );
+
+  // --------------------------------------------------------- retention
+
+  example(
+    "retention prunes only events every registered consumer finished, measured from observedAt",
+    { retainAcknowledgedMs: 1000 },
+    async ({ journal, time, t0 }) => {
+      await journal.append(usage(1, "user-1", t0 - 500));
+      await journal.claim(billing, lease(time));
+      await journal.claim(warehouse, lease(time));
+      await journal.ack(delivery(billing, 1, 1));
+      expectEqual(await journal.prune({ now: t0 + 5000 }), { pruned: 0 }, "warehouse has not finished");
+      await journal.ack(delivery(warehouse, 1, 1));
+      expectEqual(await journal.prune({ now: t0 + 499 }), { pruned: 0 }, "observedAt + window is t0+500");
+      expectEqual(await journal.prune({ now: t0 + 500 }), { pruned: 1 }, "pruned at observedAt + window");
+      expectEqual(await journal.attempts(billing, rid(1)), [], "forgotten");
+    },
+  );
+
+  example("prune with a limit forgets the events observed first", { retainAcknowledgedMs: 0 }, async ({ journal, time, t0 }) => {
+    await journal.append(usage(1, "user-1", t0 - 10));
+    await journal.append(usage(2, "user-2", t0 - 30));
+    await journal.append(usage(3, "user-3", t0 - 20));
+    for (const d of await journal.claim(billing, lease(time))) await journal.ack(d.id);
+    expectEqual(await journal.prune({ now: t0, limit: 1 }), { pruned: 1 }, "one at a time");
+    expectEqual(await journal.attempts(billing, rid(2)), [], "event 2 (observed first) is gone");
+    expectEqual(await journal.prune({ now: t0, limit: 1 }), { pruned: 1 }, "the next one");
+    expectEqual(await journal.attempts(billing, rid(3)), [], "then event 3");
+    expectEqual((await journal.attempts(billing, rid(1))).length, 1, "event 1 (observed last) is still there");
+  });
+
+  example(
+    "appending and claiming prune at most 8 finished events on the way, once per batch",
+    { retainAcknowledgedMs: 0 },
+    async ({ journal, time, t0 }) => {
+      const auditor = parseConsumerId("auditor"); // never claims: its stats show what is stored
+      for (let n = 1; n <= 17; n++) await journal.append(usage(n, `user-${n}`, t0 - 100 + n));
+      for (const d of await journal.claim(billing, lease(time, 1000, 17))) await journal.ack(d.id);
+      expectEqual((await journal.stats(auditor)).pending, 17, "17 finished events stored");
+      await journal.appendBatch([usage(18, "user-18", t0), usage(19, "user-19", t0)]);
+      expectEqual((await journal.stats(auditor)).pending, 9 + 2, "the batch pruned 8, once");
+      await journal.append(usage(20, "user-20", t0));
+      expectEqual((await journal.stats(auditor)).pending, 1 + 3, "the append pruned 8 more");
+      expectEqual((await journal.attempts(billing, rid(17))).length, 1, "event 17 (observed last) is the one left");
+      expectEqual(await journal.attempts(billing, rid(16)), [], "event 16 is gone");
+      await journal.claim(billing, lease(time));
+      expectEqual((await journal.stats(auditor)).pending, 3, "the claim pruned the last one");
+    },
+  );
+
+  example("a consumer that registers after an event's window does not bring it back", { retainAcknowledgedMs: 1000 }, async ({ journal, time, t0 }) => {
+    await journal.append(usage(1, "user-1", t0));
+    await journal.ack(only(await journal.claim(billing, lease(time)), "claim").id);
+    time.advance(1000);
+    expectEqual(await journal.claim(warehouse, lease(time)), [], "claim prunes before it registers the new consumer");
+    expectEqual(await journal.append(usage(1, "user-1", t0)), { status: "accepted", position: 2 }, "event 1 was pruned");
+  });
+
+  example("pruning forgets the idempotency key", { retainAcknowledgedMs: 0 }, async ({ journal, time, t0 }) => {
+    await journal.append(usage(1, "user-1", t0));
+    await journal.ack(only(await journal.claim(billing, lease(time)), "claim").id);
+    expectEqual(await journal.prune({ now: t0 }), { pruned: 1 }, "prune");
+    expectEqual(await journal.append(usage(1, "user-1", t0)), { status: "accepted", position: 2 }, "the same event is new again");
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#1`], "and delivered again, as attempt 1");
+  });
+
+  example("an event no consumer has registered for is not prunable", { retainAcknowledgedMs: 0 }, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0 - 10_000));
+    time.advance(100_000);
+    expectEqual(await journal.prune({ now: time.now }), { pruned: 0 }, "no consumer registered");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 1, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 110_000 }), "still stored");
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#1`], "the first consumer gets it");
+  });
+
+  example("quarantined events are never pruned", { retainAcknowledgedMs: 0 }, async ({ journal, time, t0 }) => {
+    await journal.append(usage(1, "user-1", t0));
+    await journal.claim(billing, lease(time));
+    await journal.claim(warehouse, lease(time));
+    await journal.quarantine(delivery(billing, 1, 1), "rejected");
+    await journal.ack(delivery(warehouse, 1, 1));
+    time.advance(10 * DAY_MS);
+    expectEqual(await journal.prune({ now: time.now }), { pruned: 0 }, "quarantined by billing");
+    await journal.append(usage(2, "user-2", time.now));
+    expectEqual(
+      (await journal.listQuarantined(billing)).items.map((item) => item.event.id),
+      [rid(1)],
+      "still there after an append's own pruning",
+    );
+  });
+
+  example("a new consumer sees the whole retained backlog as its own depth", { retainAcknowledgedMs: DAY_MS }, async ({ journal, time, t0, capacity }) => {
+    for (const n of [1, 2, 3]) await journal.append(usage(n, `user-${n}`, t0 - n));
+    for (const d of await journal.claim(billing, lease(time))) await journal.ack(d.id);
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null }), "billing is done");
+    expectEqual(await journal.stats(warehouse), stats(capacity, { pending: 3, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 1 }), "warehouse sees three");
+    expectEqual(handed(await journal.claim(warehouse, lease(time))), [`${rid(1)}#1`, `${rid(2)}#1`, `${rid(3)}#1`], "and gets all three");
+    expectEqual(await journal.prune({ now: t0 + 2 * DAY_MS }), { pruned: 0 }, "warehouse holds retention open");
+  });
+
+  example("stats report pending, in flight, quarantined, oldest pending age and dropped", { maxEvents: 10 }, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "alpha", t0 - 100));
+    await journal.append(usage(2, "alpha", t0 - 50));
+    await journal.append(usage(3, "beta", t0 - 20));
+    await journal.append(usage(4, "gamma", t0 - 10));
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 4, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 100 }), "before any claim");
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#1`, `${rid(3)}#1`, `${rid(4)}#1`], "claim");
+    await journal.quarantine(delivery(billing, 4, 1), "malformed");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 1, inFlight: 2, quarantined: 1, oldestPendingAgeMs: 50 }), "after the claim");
+    time.advance(10);
+    expectEqual((await journal.stats(billing)).oldestPendingAgeMs, 60, "the age grows with the clock");
+    time.advance(1000);
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 3, inFlight: 0, quarantined: 1, oldestPendingAgeMs: 1110 }), "after the leases ran out");
+  });
+
+  // -------------------------------------------------------------- input
+
+  example("appendBatch is per-event: a bad event is rejected, the rest accepted", { maxEvents: 3 }, async ({ journal, time, t0, capacity }) => {
+    const bad = {
+      id: "not-a-uuid",
+      orderingKey: { namespace: "acme", subject: "user-9" },
+      record: { requestId: "not-a-uuid", namespace: "acme", subject: "user-9", data: { tokens: 1 } },
+      observedAt: t0,
+    };
+    expectEqual(
+      await journal.appendBatch([
+        usage(1, "user-1", t0),
+        bad,
+        usage(2, "user-2", t0),
+        usage(1, "user-1", t0, { tokens: 999 }),
+        usage(3, "user-3", t0),
+        usage(4, "user-4", t0),
+      ]),
+      [
+        { status: "accepted", position: 1 },
+        { status: "rejected", error: invalidEvent("not-a-uuid", "request_id") },
+        { status: "accepted", position: 2 },
+        { status: "rejected", error: conflict(rid(1)) },
+        { status: "accepted", position: 3 },
+        { status: "rejected", error: atCapacity(3, capacity) },
+      ],
+      "one result per event",
+    );
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#1`, `${rid(2)}#1`, `${rid(3)}#1`], "the accepted ones are delivered");
+    expectEqual(await journal.appendBatch([]), [], "an empty batch");
+    await expectRejects(() => journal.appendBatch("nope" as unknown as UsageEvent[]), invalidArgument("events"), "not an array");
+    const tooMany = Array.from({ length: 1001 }, (_, index) => usage(100 + index, "user-1", t0));
+    await expectRejects(() => journal.appendBatch(tooMany), invalidArgument("events"), "over 1000 events");
+  });
+
+  example("bad input gets a typed error and changes nothing", { retainAcknowledgedMs: 0 }, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "user-1", t0));
+    const d = only(await journal.claim(billing, lease(time)), "claim").id;
+    await journal.ack(d);
+    const before = await journal.stats(billing);
+
+    const consumer = (name: string) => name as ConsumerId;
+    const long = "c".repeat(64);
+    await expectRejects(() => journal.claim(consumer(""), lease(time)), invalidConsumer("", "empty"), "claim by an empty name");
+    await expectRejects(() => journal.claim(consumer(long), lease(time)), invalidConsumer(long, "too_long"), "claim by a 64-character name");
+    await expectRejects(() => journal.claim(consumer("Billing"), lease(time)), invalidConsumer("Billing", "character"), "claim by an uppercase name");
+    await expectRejects(() => journal.stats(consumer("billing team")), invalidConsumer("billing team", "character"), "stats by a name with a space");
+    await expectRejects(() => journal.ack({ ...d, consumer: consumer("Billing") }), invalidConsumer("Billing", "character"), "ack by an uppercase name");
+
+    const raw = (requestId: string, patch: Record<string, unknown> = {}, record: Record<string, unknown> = {}) =>
+      ({
+        id: requestId,
+        orderingKey: { namespace: "acme", subject: "user-1" },
+        record: { requestId, namespace: "acme", subject: "user-1", data: { tokens: 1 }, ...record },
+        observedAt: t0,
+        ...patch,
+      }) as unknown as UsageEvent;
+    const upper = rid(7).toUpperCase();
+    const v4 = "0190b000-0000-4000-8000-000000000007";
+    await expectRejects(() => journal.append(raw(upper)), invalidEvent(upper, "request_id"), "an uppercase id");
+    await expectRejects(() => journal.append(raw(v4)), invalidEvent(v4, "request_id"), "a UUIDv4 id");
+    await expectRejects(() => journal.append(raw(rid(7), { id: rid(8) })), invalidEvent(rid(8), "request_id"), "an id that is not the record's");
+    await expectRejects(() => journal.append(raw(rid(7), {}, { data: { tokens: Number.NaN } })), invalidEvent(rid(7), "data"), "NaN in data");
+    await expectRejects(() => journal.append(raw(rid(7), {}, { data: { when: new Date(0) } })), invalidEvent(rid(7), "data"), "a Date in data");
+    await expectRejects(() => journal.append(raw(rid(7), {}, { data: undefined })), invalidEvent(rid(7), "data"), "no data");
+    await expectRejects(() => journal.append(raw(rid(7), {}, { subject: "" })), invalidEvent(rid(7), "subject"), "an empty subject");
+    await expectRejects(() => journal.append(raw(rid(7), { observedAt: -1 })), invalidEvent(rid(7), "observed_at"), "a negative observedAt");
+
+    await expectRejects(() => journal.claim(warehouse, { maxEvents: 0, leaseMs: 1000, now: t0 }), invalidArgument("maxEvents"), "maxEvents 0");
+    await expectRejects(() => journal.claim(warehouse, { maxEvents: 10_001, leaseMs: 1000, now: t0 }), invalidArgument("maxEvents"), "maxEvents 10001");
+    await expectRejects(() => journal.claim(warehouse, { maxEvents: 1.5, leaseMs: 1000, now: t0 }), invalidArgument("maxEvents"), "maxEvents 1.5");
+    await expectRejects(() => journal.claim(warehouse, { maxEvents: 1, leaseMs: 0, now: t0 }), invalidArgument("leaseMs"), "leaseMs 0");
+    await expectRejects(() => journal.claim(warehouse, { maxEvents: 1, leaseMs: 43_200_001, now: t0 }), invalidArgument("leaseMs"), "leaseMs over 12 h");
+    await expectRejects(() => journal.claim(warehouse, { maxEvents: 1, leaseMs: 1000, now: -1 }), invalidArgument("now"), "now -1");
+
+    await expectRejects(() => journal.ack({ ...d, attempt: 0 }), invalidArgument("delivery.attempt"), "attempt 0");
+    await expectRejects(() => journal.ack({ ...d, event: "nope" }), invalidArgument("delivery.event"), "an event that is not a request id");
+    await expectRejects(() => journal.quarantine(d, "bogus" as "malformed"), invalidArgument("reason"), "an unknown reason");
+    await expectRejects(() => journal.extend(d, { leaseMs: 0, now: t0 }), invalidArgument("leaseMs"), "extend by 0 ms");
+    await expectRejects(() => journal.nack(d, { retryAfterMs: -1, error: "x", now: t0 }), invalidArgument("retryAfterMs"), "a negative retryAfterMs");
+    await expectRejects(() => journal.nack(d, { retryAfterMs: 0, error: "x".repeat(2001), now: t0 }), invalidArgument("error"), "an error over 2000 characters");
+    await expectRejects(() => journal.release(billing, "nope", { now: t0 }), invalidArgument("requestId"), "release of a bad request id");
+    await expectRejects(() => journal.attempts(billing, upper), invalidArgument("requestId"), "attempts of a bad request id");
+    await expectRejects(() => journal.discard(billing, rid(1), { now: t0, actor: "a".repeat(201) }), invalidArgument("actor"), "an actor over 200 characters");
+    await expectRejects(() => journal.listQuarantined(billing, { limit: 0 }), invalidArgument("limit"), "listQuarantined limit 0");
+    await expectRejects(() => journal.listQuarantined(billing, { limit: 1001 }), invalidArgument("limit"), "listQuarantined limit 1001");
+    await expectRejects(() => journal.listQuarantined(billing, { query: "q".repeat(201) }), invalidArgument("query"), "a query over 200 characters");
+    await expectRejects(() => journal.listAudit({ limit: 0 }), invalidArgument("limit"), "listAudit limit 0");
+    await expectRejects(() => journal.prune({ now: -1 }), invalidArgument("now"), "prune now -1");
+    await expectRejects(() => journal.prune({ now: t0, limit: 0 }), invalidArgument("limit"), "prune limit 0");
+
+    expectEqual(await journal.stats(billing), before, "billing's stats are unchanged");
+    // Had a refused claim registered warehouse, or a refused call pruned, this would not be 1.
+    expectEqual(await journal.prune({ now: t0 }), { pruned: 1 }, "nothing was registered or pruned by a refused call");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null }), "pruned");
+  });
+
+  // ------------------------------------------------------------ restart
+
+  if (options.canReopen === true) {
+    example("a new journal over the same storage continues where the old one stopped", {}, async ({ journal, time, t0, subject, capacity }) => {
+      if (subject.reopen === undefined) throw new Error("canReopen is set but the subject has no reopen()");
+      await journal.append(usage(1, "alpha", t0));
+      await journal.append(usage(2, "alpha", t0));
+      await journal.append(usage(3, "beta", t0));
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#1`, `${rid(3)}#1`], "claim before the restart");
+      await journal.ack(delivery(billing, 1, 1));
+      await journal.quarantine(delivery(billing, 3, 1), "malformed");
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`], "event 2 leased before the restart");
+
+      const reopened = await subject.reopen();
+      expectEqual({ name: reopened.name, mode: reopened.mode, capacity: reopened.capacity }, { name: journal.name, mode: journal.mode, capacity }, "same identity");
+      expectEqual(await reopened.stats(billing), stats(capacity, { pending: 0, inFlight: 1, quarantined: 1, oldestPendingAgeMs: null }), "stats survive");
+      expectEqual(await reopened.claim(billing, lease(time)), [], "the lease on event 2 survives");
+      expectEqual(await reopened.append(usage(1, "alpha", t0)), { status: "already_present", position: 1 }, "idempotency survives");
+      expectEqual(await reopened.append(usage(4, "gamma", t0)), { status: "accepted", position: 4 }, "positions continue");
+      await reopened.ack(delivery(billing, 1, 1));
+      expectEqual(
+        (await reopened.listQuarantined(billing)).items.map((item) => item.event.id),
+        [rid(3)],
+        "the quarantine survives",
+      );
+      time.advance(1000);
+      expectEqual(handed(await reopened.claim(billing, lease(time))), [`${rid(2)}#2`, `${rid(4)}#1`], "the expired lease is redelivered as attempt 2");
+    });
+  }
+
+  example("mode is billing_grade only for durable storage", {}, async ({ journal, capacity }) => {
+    expectEqual(journal.mode, options.durable ? "billing_grade" : "telemetry_grade", "mode");
+    expectEqual(journal.name, JOURNAL_NAME, "name");
+    expectEqual(journal.capacity, capacity, "capacity");
+  });
+
+  return cases;
+}

@@ -1,0 +1,742 @@
+/**
+ * The reference model of the usage journal: a plain, obviously correct
+ * `UsageJournal` made of arrays and Maps, with no Engine, no indexes and no
+ * cleverness. Every method is straight-line code that follows
+ * `docs/journal-semantics.md` section by section (each method names the
+ * section it implements), so when an implementation and this model disagree,
+ * reading the two side by side says which one is wrong.
+ *
+ * Validation goes through the same helpers (`src/journal/event.ts`) and error
+ * classes (`src/journal/errors.ts`) as the real journal, so a refused input
+ * produces the same error class, `code` and fields.
+ *
+ * Every call is atomic, like a call of the real journal (one Engine
+ * transaction): a call that rejects changes nothing, including the
+ * opportunistic prune it may have run before it was refused.
+ *
+ * Speed is not a goal: operations scan every stored event. Use it with the
+ * handful of events a model-based test creates.
+ */
+import {
+  AlreadyAcknowledgedError,
+  AtCapacityError,
+  EventConflictError,
+  InvalidArgumentError,
+  JournalError,
+  NotOutstandingError,
+  NotQuarantinedError,
+  QuarantinedError,
+} from "../journal/errors.js";
+import { BILLING_GRADE, checkCapacity, checkDeliveryId, checkInteger, checkUsageEvent, isRequestId, isSameFact, parseConsumerId } from "../journal/event.js";
+import type {
+  AppendResult,
+  Attempt,
+  AttemptOutcome,
+  AuditEntry,
+  AuditPage,
+  BatchAppendResult,
+  Capacity,
+  ClaimOptions,
+  ConsumerId,
+  Delivery,
+  DeliveryId,
+  DeliveryMode,
+  ExtendOptions,
+  JournalStats,
+  ListQuarantinedOptions,
+  NackOptions,
+  OperatorActionOptions,
+  PoisonReason,
+  PruneOptions,
+  QuarantinePage,
+  QuarantinedEvent,
+  UsageEvent,
+  UsageJournal,
+} from "../journal/types.js";
+
+/** Options of {@link JournalOracle}. */
+export interface JournalOracleOptions {
+  /** Journal name: 1..63 characters of `[a-z0-9_-]`. */
+  readonly name: string;
+  /** Defaults to `BILLING_GRADE`. */
+  readonly capacity?: Capacity;
+  /** Read wherever the semantics say "the clock". Defaults to `Date.now`. */
+  readonly clock?: () => number;
+  /** Whether the storage this model stands for outlives the process: decides `mode`. */
+  readonly durable?: boolean;
+}
+
+/** Cursor prefixes (shared with the real journal). */
+export const QUARANTINE_CURSOR_PREFIX = "q1.";
+export const AUDIT_CURSOR_PREFIX = "a1.";
+
+/** Batch, claim and listing bounds from the validation table of the semantics. */
+const MAX_BATCH_EVENTS = 1000;
+const MAX_CLAIM_EVENTS = 10_000;
+const MAX_LEASE_MS = 43_200_000;
+const MAX_NACK_ERROR_CHARS = 2000;
+const MAX_ACTOR_CHARS = 200;
+const MAX_QUERY_CHARS = 200;
+const MAX_PAGE_LIMIT = 1000;
+const DEFAULT_PAGE_LIMIT = 100;
+const MAX_PRUNE_LIMIT = 100_000;
+const DEFAULT_PRUNE_LIMIT = 1000;
+/** How many events `append`, `appendBatch` and `claim` prune on the way. */
+const OPPORTUNISTIC_PRUNE_LIMIT = 8;
+const JOURNAL_NAME = /^[a-z0-9_-]{1,63}$/;
+const POISON_REASONS: readonly PoisonReason[] = ["malformed", "rejected", "attempts_exhausted"];
+
+/** One stored event. */
+interface StoredEvent {
+  readonly position: number;
+  /** The canonical frozen event of the first observation. */
+  readonly event: UsageEvent;
+}
+
+/** One attempt as stored: `outcome` null while no verdict was given. */
+interface StoredAttempt {
+  attempt: number;
+  claimedAt: number;
+  leaseExpiresAt: number;
+  outcome: AttemptOutcome | null;
+}
+
+/** One consumer's status of one stored event ("State" in the semantics). */
+interface DeliveryStatus {
+  state: "unfinished" | "acked" | "quarantined" | "discarded";
+  attempts: number;
+  budgetBase: number;
+  availableAt: number;
+  history: StoredAttempt[];
+  reason: PoisonReason | null;
+  quarantinedAt: number | null;
+}
+
+/** Everything the journal holds. Replaced wholesale when a call is rolled back. */
+interface OracleState {
+  nextPosition: number;
+  /** In position order. */
+  events: StoredEvent[];
+  /** Registered consumers, in registration order. */
+  consumers: ConsumerId[];
+  /** consumer -> position -> status, for every registered consumer and stored event. */
+  statuses: Map<ConsumerId, Map<number, DeliveryStatus>>;
+  dropped: number;
+  audit: AuditEntry[];
+}
+
+/** A debugging picture of the model's state (plain data). */
+export interface JournalOracleSnapshot {
+  readonly name: string;
+  readonly mode: DeliveryMode;
+  readonly capacity: Capacity;
+  readonly nextPosition: number;
+  readonly dropped: number;
+  readonly events: readonly { readonly position: number; readonly event: UsageEvent }[];
+  readonly consumers: readonly {
+    readonly consumer: ConsumerId;
+    readonly statuses: readonly {
+      readonly position: number;
+      readonly requestId: string;
+      readonly state: DeliveryStatus["state"];
+      readonly attempts: number;
+      readonly budgetBase: number;
+      readonly availableAt: number;
+      readonly reason: PoisonReason | null;
+      readonly quarantinedAt: number | null;
+      readonly history: readonly Attempt[];
+    }[];
+  }[];
+  readonly audit: readonly AuditEntry[];
+}
+
+function emptyState(): OracleState {
+  return { nextPosition: 1, events: [], consumers: [], statuses: new Map(), dropped: 0, audit: [] };
+}
+
+function copyStatus(status: DeliveryStatus): DeliveryStatus {
+  return { ...status, history: status.history.map((attempt) => ({ ...attempt })) };
+}
+
+function copyState(state: OracleState): OracleState {
+  const statuses = new Map<ConsumerId, Map<number, DeliveryStatus>>();
+  for (const [consumer, byPosition] of state.statuses) {
+    const copy = new Map<number, DeliveryStatus>();
+    for (const [position, status] of byPosition) copy.set(position, copyStatus(status));
+    statuses.set(consumer, copy);
+  }
+  return {
+    nextPosition: state.nextPosition,
+    events: [...state.events],
+    consumers: [...state.consumers],
+    statuses,
+    dropped: state.dropped,
+    audit: [...state.audit],
+  };
+}
+
+function freshStatus(): DeliveryStatus {
+  return { state: "unfinished", attempts: 0, budgetBase: 0, availableAt: 0, history: [], reason: null, quarantinedAt: null };
+}
+
+function sameOrderingKey(a: UsageEvent, b: UsageEvent): boolean {
+  return a.orderingKey.namespace === b.orderingKey.namespace && a.orderingKey.subject === b.orderingKey.subject;
+}
+
+function latestAttempt(status: DeliveryStatus): StoredAttempt | undefined {
+  return status.history[status.history.length - 1];
+}
+
+/** "In flight at time t": unfinished, latest attempt without outcome, lease not run out. */
+function isInFlight(status: DeliveryStatus, t: number): boolean {
+  const latest = latestAttempt(status);
+  return status.state === "unfinished" && latest !== undefined && latest.outcome === null && latest.leaseExpiresAt > t;
+}
+
+/** The history as `attempts()` reads it at time t (an unanswered, run-out attempt reads as expired). */
+function readHistory(status: DeliveryStatus, t: number): Attempt[] {
+  return status.history.map((stored) => {
+    let outcome: AttemptOutcome | null = stored.outcome === null ? null : { ...stored.outcome };
+    if (stored.outcome === null && stored.leaseExpiresAt <= t) outcome = { kind: "expired", at: stored.leaseExpiresAt };
+    return { attempt: stored.attempt, claimedAt: stored.claimedAt, leaseExpiresAt: stored.leaseExpiresAt, outcome };
+  });
+}
+
+function checkOptionsObject(argument: string, options: unknown): void {
+  if (options === null || typeof options !== "object") throw new InvalidArgumentError(argument, "must be an object");
+}
+
+/** Parse a cursor token `prefix + integer`; anything else is InvalidArgumentError("after"). */
+function parseCursor(prefix: string, token: unknown): number {
+  if (typeof token !== "string" || !token.startsWith(prefix)) {
+    throw new InvalidArgumentError("after", "is not a cursor this journal issued");
+  }
+  // Positions and sequence numbers start at 1, so no journal issues `…0` or a leading zero.
+  const digits = token.slice(prefix.length);
+  if (!/^[1-9][0-9]*$/.test(digits) || !Number.isSafeInteger(Number(digits))) {
+    throw new InvalidArgumentError("after", "is not a cursor this journal issued");
+  }
+  return Number(digits);
+}
+
+function checkLimit(value: unknown, max: number, fallback: number): number {
+  return value === undefined ? fallback : checkInteger("limit", value, 1, max);
+}
+
+/**
+ * The reference model of `UsageJournal`. Same inputs, same answers and same
+ * errors as any conforming implementation, by construction rather than by
+ * cleverness.
+ *
+ * @example
+ * const clock = virtualClock(1_700_000_000_000);
+ * const oracle = new JournalOracle({ name: "billing", capacity: BILLING_GRADE, clock: clock.clock, durable: false });
+ * await oracle.append(event);
+ */
+export class JournalOracle implements UsageJournal {
+  readonly name: string;
+  readonly capacity: Capacity;
+  readonly mode: DeliveryMode;
+  private readonly clock: () => number;
+  private state: OracleState = emptyState();
+
+  /** Section "mode, name, capacity". */
+  constructor(options: JournalOracleOptions) {
+    checkOptionsObject("options", options);
+    if (typeof options.name !== "string" || !JOURNAL_NAME.test(options.name)) {
+      throw new InvalidArgumentError("name", "a journal name is 1 to 63 characters of lowercase letters, digits, `-` and `_`");
+    }
+    this.name = options.name;
+    this.capacity = checkCapacity(options.capacity ?? BILLING_GRADE);
+    this.clock = options.clock ?? Date.now;
+    this.mode = options.durable === true ? "billing_grade" : "telemetry_grade";
+  }
+
+  // ---------------------------------------------------------------- append
+
+  /** Section "append(event)". */
+  async append(event: UsageEvent): Promise<AppendResult> {
+    return this.atomically(() => {
+      // 1. Validate; opportunistic prune.
+      const checked = checkUsageEvent(event);
+      this.pruneEvents(this.clock(), OPPORTUNISTIC_PRUNE_LIMIT);
+      return this.appendChecked(checked);
+    });
+  }
+
+  /** Section "appendBatch(events)". */
+  async appendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
+    return this.atomically(() => {
+      if (!Array.isArray(events)) throw new InvalidArgumentError("events", "must be an array of usage events");
+      if (events.length > MAX_BATCH_EVENTS) {
+        throw new InvalidArgumentError("events", `holds ${events.length} events; a batch holds at most ${MAX_BATCH_EVENTS}`);
+      }
+      this.pruneEvents(this.clock(), OPPORTUNISTIC_PRUNE_LIMIT);
+      const results: BatchAppendResult[] = [];
+      for (const event of events as readonly unknown[]) {
+        try {
+          // Each event is appended as `append` steps 1-4; its own refusal changes nothing.
+          results.push(this.atomically(() => this.appendChecked(checkUsageEvent(event as UsageEvent))));
+        } catch (error) {
+          if (!(error instanceof JournalError)) throw error;
+          results.push({ status: "rejected", error });
+        }
+      }
+      return results;
+    });
+  }
+
+  /** `append` steps 2-4, for a validated event. */
+  private appendChecked(event: UsageEvent): AppendResult {
+    // 2. Idempotency: same fact -> already_present, else conflict.
+    const existing = this.findEvent(event.id);
+    if (existing !== undefined) {
+      if (isSameFact(existing.event, event)) return { status: "already_present", position: existing.position };
+      throw new EventConflictError(event.id);
+    }
+    // 3. Make room while full.
+    while (this.state.events.length >= this.capacity.maxEvents) this.makeRoom();
+    // 4. Store at the next position; unfinished (attempts 0) for every registered consumer.
+    const position = this.state.nextPosition;
+    this.state.nextPosition += 1;
+    this.state.events.push({ position, event });
+    for (const consumer of this.state.consumers) this.statusesOf(consumer).set(position, freshStatus());
+    return { status: "accepted", position };
+  }
+
+  /** `append` step 3, one round: reclaim a delivered event, else apply the policy. */
+  private makeRoom(): void {
+    const delivered = this.state.events.filter((stored) => this.isDelivered(stored.position));
+    delivered.sort((a, b) => a.event.observedAt - b.event.observedAt || a.position - b.position);
+    const reclaimable = delivered[0];
+    if (reclaimable !== undefined) {
+      this.deleteEvent(reclaimable.position);
+      return;
+    }
+    if (this.capacity.policy === "refuse") throw new AtCapacityError(this.state.events.length, this.capacity);
+    const droppable = this.state.events.find((stored) => !this.isQuarantinedByAnyone(stored.position));
+    if (droppable === undefined) throw new AtCapacityError(this.state.events.length, this.capacity);
+    this.deleteEvent(droppable.position);
+    this.state.dropped += 1;
+  }
+
+  // ----------------------------------------------------------------- claim
+
+  /** Section "claim(consumer, { maxEvents, leaseMs, now })". */
+  async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
+    return this.atomically(() => {
+      // 1. Validate; opportunistic prune with `now`; register the consumer if new.
+      const c = parseConsumerId(consumer);
+      checkOptionsObject("options", options);
+      const maxEvents = checkInteger("maxEvents", options.maxEvents, 1, MAX_CLAIM_EVENTS);
+      const leaseMs = checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS);
+      const now = checkInteger("now", options.now, 0);
+      this.pruneEvents(now, OPPORTUNISTIC_PRUNE_LIMIT);
+      this.register(c);
+
+      // 3. Take the candidate with the smallest position until maxEvents are chosen.
+      const chosen: { position: number; delivery: Delivery }[] = [];
+      while (chosen.length < maxEvents) {
+        const candidate = this.nextCandidate(c, now);
+        if (candidate === undefined) break;
+        const status = this.statusOf(c, candidate.position);
+        if (status.attempts - status.budgetBase >= this.capacity.maxDeliveryAttempts) {
+          status.state = "quarantined";
+          status.reason = "attempts_exhausted";
+          status.quarantinedAt = now;
+          continue;
+        }
+        status.attempts += 1;
+        status.history.push({ attempt: status.attempts, claimedAt: now, leaseExpiresAt: now + leaseMs, outcome: null });
+        status.availableAt = 0;
+        chosen.push({
+          position: candidate.position,
+          delivery: {
+            id: { consumer: c, event: candidate.event.id, attempt: status.attempts },
+            event: candidate.event,
+            leaseExpiresAt: now + leaseMs,
+          },
+        });
+      }
+      // 4. In position order.
+      chosen.sort((a, b) => a.position - b.position);
+      return chosen.map((entry) => entry.delivery);
+    });
+  }
+
+  /**
+   * `claim` step 2: the candidate with the smallest position over all ordering
+   * keys that are not blocked for `consumer` at `now`.
+   */
+  private nextCandidate(consumer: ConsumerId, now: number): StoredEvent | undefined {
+    let best: StoredEvent | undefined;
+    for (const stored of this.state.events) {
+      // U(K): this consumer's unfinished events of the key, in position order.
+      const unfinished = this.state.events.filter(
+        (other) => sameOrderingKey(other.event, stored.event) && this.statusOf(consumer, other.position).state === "unfinished",
+      );
+      const first = unfinished[0];
+      if (first === undefined || first.position !== stored.position) continue; // consider each key once, at its first event
+      if (unfinished.some((other) => isInFlight(this.statusOf(consumer, other.position), now))) continue;
+      if (this.statusOf(consumer, first.position).availableAt > now) continue;
+      if (best === undefined || first.position < best.position) best = first;
+    }
+    return best;
+  }
+
+  // ------------------------------------------------------------- verdicts
+
+  /** Section "ack(delivery)". */
+  async ack(delivery: DeliveryId): Promise<void> {
+    this.atomically(() => {
+      const d = checkDeliveryId(delivery);
+      const stored = this.findEvent(d.event);
+      if (!this.isRegistered(d.consumer)) throw new NotOutstandingError(d);
+      if (stored === undefined) throw new NotOutstandingError(d);
+      const status = this.statusOf(d.consumer, stored.position);
+      if (status.state === "acked") return;
+      if (status.state === "quarantined") throw new QuarantinedError(d);
+      if (status.state === "discarded") throw new NotOutstandingError(d);
+      if (status.attempts === 0) throw new NotOutstandingError(d);
+      // The attempt number is not part of the condition.
+      const at = this.clock();
+      const latest = latestAttempt(status);
+      // Only an attempt still in flight gets the verdict; a lapsed one keeps reading as expired.
+      if (latest !== undefined && isInFlight(status, at)) latest.outcome = { kind: "acked", at };
+      status.state = "acked";
+    });
+  }
+
+  /** Section "quarantine(delivery, reason)". */
+  async quarantine(delivery: DeliveryId, reason: PoisonReason): Promise<void> {
+    this.atomically(() => {
+      const d = checkDeliveryId(delivery);
+      if (!POISON_REASONS.includes(reason)) {
+        throw new InvalidArgumentError("reason", 'must be "malformed", "rejected" or "attempts_exhausted"');
+      }
+      const stored = this.findEvent(d.event);
+      if (!this.isRegistered(d.consumer)) throw new NotOutstandingError(d);
+      if (stored === undefined) throw new NotOutstandingError(d);
+      const status = this.statusOf(d.consumer, stored.position);
+      if (status.state === "acked") throw new AlreadyAcknowledgedError(d);
+      if (status.state === "quarantined") return; // the first reason is kept
+      if (status.state === "discarded") throw new NotOutstandingError(d);
+      if (status.attempts === 0) throw new NotOutstandingError(d);
+      const at = this.clock();
+      const latest = latestAttempt(status);
+      // Only an attempt still in flight gets the verdict; a lapsed one keeps reading as expired.
+      if (latest !== undefined && isInFlight(status, at)) latest.outcome = { kind: "quarantined", at, reason };
+      status.state = "quarantined";
+      status.reason = reason;
+      status.quarantinedAt = at;
+    });
+  }
+
+  /** Section "extend(delivery, { leaseMs, now }) and nack(…)": extend. */
+  async extend(delivery: DeliveryId, options: ExtendOptions): Promise<{ leaseExpiresAt: number }> {
+    return this.atomically(() => {
+      const d = checkDeliveryId(delivery);
+      checkOptionsObject("options", options);
+      const leaseMs = checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS);
+      const now = checkInteger("now", options.now, 0);
+      const { latest } = this.currentAttempt(d, now);
+      latest.leaseExpiresAt = now + leaseMs;
+      return { leaseExpiresAt: latest.leaseExpiresAt };
+    });
+  }
+
+  /** Section "extend(…) and nack(delivery, { retryAfterMs, error, now })": nack. */
+  async nack(delivery: DeliveryId, options: NackOptions): Promise<void> {
+    this.atomically(() => {
+      const d = checkDeliveryId(delivery);
+      checkOptionsObject("options", options);
+      const retryAfterMs = checkInteger("retryAfterMs", options.retryAfterMs, 0, MAX_LEASE_MS);
+      if (typeof options.error !== "string" || options.error.length > MAX_NACK_ERROR_CHARS) {
+        throw new InvalidArgumentError("error", `must be a string of at most ${MAX_NACK_ERROR_CHARS} characters`);
+      }
+      const now = checkInteger("now", options.now, 0);
+      const { status, latest } = this.currentAttempt(d, now);
+      latest.outcome = { kind: "nacked", at: now, error: options.error };
+      status.availableAt = now + retryAfterMs;
+    });
+  }
+
+  /** The gate of `extend` and `nack`: the delivery must be the current, unexpired attempt. */
+  private currentAttempt(d: DeliveryId, now: number): { status: DeliveryStatus; latest: StoredAttempt } {
+    const stored = this.findEvent(d.event);
+    if (!this.isRegistered(d.consumer)) throw new NotOutstandingError(d);
+    if (stored === undefined) throw new NotOutstandingError(d);
+    const status = this.statusOf(d.consumer, stored.position);
+    if (status.state === "acked") throw new AlreadyAcknowledgedError(d);
+    if (status.state === "quarantined") throw new QuarantinedError(d);
+    if (status.state === "discarded") throw new NotOutstandingError(d);
+    const latest = latestAttempt(status);
+    if (d.attempt !== status.attempts || latest === undefined || latest.outcome !== null || latest.leaseExpiresAt <= now) {
+      throw new NotOutstandingError(d);
+    }
+    return { status, latest };
+  }
+
+  // ------------------------------------------------------------- operator
+
+  /** Section "release(consumer, requestId, { now, actor }) and discard(…)": release. */
+  async release(consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
+    this.atomically(() => {
+      const { status, c, now, actor, reason } = this.operatorGate(consumer, requestId, options);
+      status.state = "unfinished";
+      status.budgetBase = status.attempts;
+      status.availableAt = 0;
+      status.reason = null;
+      status.quarantinedAt = null;
+      this.writeAudit(now, "release", c, requestId, reason, actor);
+    });
+  }
+
+  /** Section "release(…) and discard(consumer, requestId, { now, actor })": discard. */
+  async discard(consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
+    this.atomically(() => {
+      const { status, c, now, actor, reason } = this.operatorGate(consumer, requestId, options);
+      status.state = "discarded";
+      this.writeAudit(now, "discard", c, requestId, reason, actor);
+    });
+  }
+
+  private operatorGate(consumer: ConsumerId, requestId: string, options: OperatorActionOptions) {
+    const c = parseConsumerId(consumer);
+    if (!isRequestId(requestId)) throw new InvalidArgumentError("requestId", "must be a UUIDv7 request id");
+    checkOptionsObject("options", options);
+    const now = checkInteger("now", options.now, 0);
+    const actor = options.actor;
+    if (actor !== undefined && (typeof actor !== "string" || actor.length > MAX_ACTOR_CHARS)) {
+      throw new InvalidArgumentError("actor", `must be a string of at most ${MAX_ACTOR_CHARS} characters`);
+    }
+    const stored = this.findEvent(requestId);
+    if (stored === undefined || !this.isRegistered(c)) throw new NotQuarantinedError(c, requestId);
+    const status = this.statusOf(c, stored.position);
+    if (status.state !== "quarantined" || status.reason === null) throw new NotQuarantinedError(c, requestId);
+    return { status, c, now, actor: actor ?? null, reason: status.reason };
+  }
+
+  private writeAudit(at: number, action: "release" | "discard", consumer: ConsumerId, requestId: string, reason: PoisonReason, actor: string | null): void {
+    const seq = this.state.audit.length + 1;
+    this.state.audit.push({ seq, at, action, consumer, requestId, reason, actor });
+  }
+
+  // --------------------------------------------------------------- reading
+
+  /** Section "stats(consumer)". */
+  async stats(consumer: ConsumerId): Promise<JournalStats> {
+    const c = parseConsumerId(consumer);
+    const t = this.clock();
+    const common = { dropped: this.state.dropped, capacity: this.capacity };
+    if (!this.isRegistered(c)) {
+      // Stats never registers: the whole stored backlog is this consumer's depth.
+      const first = this.state.events[0];
+      return {
+        pending: this.state.events.length,
+        inFlight: 0,
+        quarantined: 0,
+        oldestPendingAgeMs: first === undefined ? null : Math.max(0, t - first.event.observedAt),
+        ...common,
+      };
+    }
+    let unfinished = 0;
+    let inFlight = 0;
+    let quarantined = 0;
+    let oldestPending: StoredEvent | undefined;
+    for (const stored of this.state.events) {
+      const status = this.statusOf(c, stored.position);
+      if (status.state === "quarantined") quarantined += 1;
+      if (status.state !== "unfinished") continue;
+      unfinished += 1;
+      if (isInFlight(status, t)) inFlight += 1;
+      else if (oldestPending === undefined) oldestPending = stored;
+    }
+    return {
+      pending: unfinished - inFlight,
+      inFlight,
+      quarantined,
+      oldestPendingAgeMs: oldestPending === undefined ? null : Math.max(0, t - oldestPending.event.observedAt),
+      ...common,
+    };
+  }
+
+  /**
+   * Section "attempts(consumer, requestId)". The request id is validated like
+   * `release`'s (the semantics list no rule for it here; the house rule is to
+   * validate every input at the boundary).
+   */
+  async attempts(consumer: ConsumerId, requestId: string): Promise<Attempt[]> {
+    const c = parseConsumerId(consumer);
+    if (!isRequestId(requestId)) throw new InvalidArgumentError("requestId", "must be a UUIDv7 request id");
+    const stored = this.findEvent(requestId);
+    if (!this.isRegistered(c) || stored === undefined) return [];
+    return readHistory(this.statusOf(c, stored.position), this.clock());
+  }
+
+  /** Section "listQuarantined(consumer, { limit, after, query })". */
+  async listQuarantined(consumer: ConsumerId, options: ListQuarantinedOptions = {}): Promise<QuarantinePage> {
+    const c = parseConsumerId(consumer);
+    checkOptionsObject("options", options);
+    const limit = checkLimit(options.limit, MAX_PAGE_LIMIT, DEFAULT_PAGE_LIMIT);
+    const after = options.after === undefined || options.after === null ? 0 : parseCursor(QUARANTINE_CURSOR_PREFIX, options.after);
+    const query = options.query;
+    if (query !== undefined && (typeof query !== "string" || query.length > MAX_QUERY_CHARS)) {
+      throw new InvalidArgumentError("query", `must be a string of at most ${MAX_QUERY_CHARS} characters`);
+    }
+    if (!this.isRegistered(c)) return { items: [], nextCursor: null };
+    const t = this.clock();
+    const needle = (query ?? "").toLowerCase();
+    const matching: QuarantinedEvent[] = [];
+    for (const stored of this.state.events) {
+      const status = this.statusOf(c, stored.position);
+      if (status.state !== "quarantined" || status.reason === null || status.quarantinedAt === null) continue;
+      if (stored.position <= after) continue;
+      const key = `${stored.event.orderingKey.namespace}/${stored.event.orderingKey.subject}`;
+      const matches =
+        stored.event.id.toLowerCase().includes(needle) || key.toLowerCase().includes(needle) || status.reason.toLowerCase().includes(needle);
+      if (!matches) continue;
+      matching.push({
+        consumer: c,
+        event: stored.event,
+        position: stored.position,
+        reason: status.reason,
+        quarantinedAt: status.quarantinedAt,
+        attempts: readHistory(status, t),
+      });
+    }
+    const items = matching.slice(0, limit);
+    const last = items[items.length - 1];
+    const nextCursor = matching.length > limit && last !== undefined ? `${QUARANTINE_CURSOR_PREFIX}${last.position}` : null;
+    return { items, nextCursor };
+  }
+
+  /** Section "listAudit({ limit, after })". */
+  async listAudit(options: { readonly limit?: number; readonly after?: string | null } = {}): Promise<AuditPage> {
+    checkOptionsObject("options", options);
+    const limit = checkLimit(options.limit, MAX_PAGE_LIMIT, DEFAULT_PAGE_LIMIT);
+    const after = options.after === undefined || options.after === null ? 0 : parseCursor(AUDIT_CURSOR_PREFIX, options.after);
+    const matching = this.state.audit.filter((entry) => entry.seq > after);
+    const items = matching.slice(0, limit).map((entry) => ({ ...entry }));
+    const last = items[items.length - 1];
+    const nextCursor = matching.length > limit && last !== undefined ? `${AUDIT_CURSOR_PREFIX}${last.seq}` : null;
+    return { items, nextCursor };
+  }
+
+  // ----------------------------------------------------------------- prune
+
+  /** Section "prune({ now, limit })". */
+  async prune(options: PruneOptions): Promise<{ pruned: number }> {
+    return this.atomically(() => {
+      checkOptionsObject("options", options);
+      const now = checkInteger("now", options.now, 0);
+      const limit = checkLimit(options.limit, MAX_PRUNE_LIMIT, DEFAULT_PRUNE_LIMIT);
+      return { pruned: this.pruneEvents(now, limit) };
+    });
+  }
+
+  /** Delete up to `limit` prunable events in ascending `(observedAt, position)` order. */
+  private pruneEvents(now: number, limit: number): number {
+    const prunable = this.state.events.filter(
+      (stored) => this.isDelivered(stored.position) && stored.event.observedAt + this.capacity.retainAcknowledgedMs <= now,
+    );
+    prunable.sort((a, b) => a.event.observedAt - b.event.observedAt || a.position - b.position);
+    const victims = prunable.slice(0, limit);
+    for (const stored of victims) this.deleteEvent(stored.position);
+    return victims.length;
+  }
+
+  // -------------------------------------------------------------- debugging
+
+  /** A plain-data picture of everything the model holds, for failure messages. */
+  snapshot(): JournalOracleSnapshot {
+    const t = this.clock();
+    return {
+      name: this.name,
+      mode: this.mode,
+      capacity: this.capacity,
+      nextPosition: this.state.nextPosition,
+      dropped: this.state.dropped,
+      events: this.state.events.map((stored) => ({ position: stored.position, event: stored.event })),
+      consumers: this.state.consumers.map((consumer) => ({
+        consumer,
+        statuses: this.state.events.map((stored) => {
+          const status = this.statusOf(consumer, stored.position);
+          return {
+            position: stored.position,
+            requestId: stored.event.id,
+            state: status.state,
+            attempts: status.attempts,
+            budgetBase: status.budgetBase,
+            availableAt: status.availableAt,
+            reason: status.reason,
+            quarantinedAt: status.quarantinedAt,
+            history: readHistory(status, t),
+          };
+        }),
+      })),
+      audit: this.state.audit.map((entry) => ({ ...entry })),
+    };
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  /** Run `body` as one transaction: if it throws, the state is as before. */
+  private atomically<T>(body: () => T): T {
+    const saved = copyState(this.state);
+    try {
+      return body();
+    } catch (error) {
+      this.state = saved;
+      throw error;
+    }
+  }
+
+  private findEvent(requestId: string): StoredEvent | undefined {
+    return this.state.events.find((stored) => stored.event.id === requestId);
+  }
+
+  private isRegistered(consumer: ConsumerId): boolean {
+    return this.state.consumers.includes(consumer);
+  }
+
+  /** A consumer registers by its first claim: every stored event becomes unfinished for it. */
+  private register(consumer: ConsumerId): void {
+    if (this.isRegistered(consumer)) return;
+    this.state.consumers.push(consumer);
+    const statuses = new Map<number, DeliveryStatus>();
+    for (const stored of this.state.events) statuses.set(stored.position, freshStatus());
+    this.state.statuses.set(consumer, statuses);
+  }
+
+  private statusesOf(consumer: ConsumerId): Map<number, DeliveryStatus> {
+    const statuses = this.state.statuses.get(consumer);
+    if (statuses === undefined) throw new Error(`JournalOracle: no statuses for registered consumer ${consumer}`);
+    return statuses;
+  }
+
+  private statusOf(consumer: ConsumerId, position: number): DeliveryStatus {
+    const status = this.statusesOf(consumer).get(position);
+    if (status === undefined) throw new Error(`JournalOracle: no status of position ${position} for ${consumer}`);
+    return status;
+  }
+
+  /** "Delivered": at least one consumer registered, and every one acked or discarded it. */
+  private isDelivered(position: number): boolean {
+    if (this.state.consumers.length === 0) return false;
+    return this.state.consumers.every((consumer) => {
+      const state = this.statusOf(consumer, position).state;
+      return state === "acked" || state === "discarded";
+    });
+  }
+
+  private isQuarantinedByAnyone(position: number): boolean {
+    return this.state.consumers.some((consumer) => this.statusOf(consumer, position).state === "quarantined");
+  }
+
+  /** Forget an event: its request id, and every consumer's status and history of it. */
+  private deleteEvent(position: number): void {
+    this.state.events = this.state.events.filter((stored) => stored.position !== position);
+    for (const consumer of this.state.consumers) this.statusesOf(consumer).delete(position);
+  }
+}

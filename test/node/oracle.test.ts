@@ -1,0 +1,27 @@
+// A harness self-check: the reference model passes its own conformance
+// examples, and the model-based case (oracle against oracle) runs clean.
+import { describe, it } from "vitest";
+import { JournalOracle, journalConformanceCases, type JournalSubjectFactory } from "../../src/testing/index.js";
+
+function oracleSubjects(durable: boolean): JournalSubjectFactory {
+  return async ({ name, capacity, clock }) => {
+    const journal = new JournalOracle({ name, capacity, clock, durable });
+    // The oracle is its own storage: a "new journal over the same storage" is the same instance.
+    return { journal, reopen: async () => journal, close: async () => {} };
+  };
+}
+
+describe("JournalOracle against its own conformance suite", () => {
+  for (const c of journalConformanceCases({ label: "oracle", durable: false, canReopen: true, runs: 50, createSubject: oracleSubjects(false) })) {
+    it(c.name, c.run, c.timeoutMs);
+  }
+});
+
+describe("JournalOracle, durable", () => {
+  const cases = journalConformanceCases({ label: "oracle-durable", durable: true, createSubject: oracleSubjects(true) });
+  const mode = cases.find((c) => c.name === "mode is billing_grade only for durable storage");
+  it("mode is billing_grade for durable storage", async () => {
+    if (mode === undefined) throw new Error("the mode case is missing");
+    await mode.run();
+  });
+});
