@@ -1,5 +1,6 @@
-// One vitest run, several projects: `node` now; `workers` (workerd) and
-// `browser` (real Chromium) join as their adapters land.
+// One vitest run, several projects: `node` (inline below) plus one config
+// file per real runtime under test/<runtime>/vitest.config.ts (`workers` runs
+// in workerd, `browser` in real Chromium). Each adapter's folder owns its own.
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
@@ -8,11 +9,12 @@ export default defineConfig({
       {
         test: {
           name: "node",
-          include: ["src/**/*.test.ts", "adapters/memory/**/*.test.ts", "test/node/**/*.test.ts"],
+          include: ["src/**/*.test.ts", "adapters/**/*.node.test.ts", "adapters/memory/**/*.test.ts", "test/node/**/*.test.ts"],
           environment: "node",
           testTimeout: 60_000,
         },
       },
+      "test/*/vitest.config.ts",
     ],
   },
 });
