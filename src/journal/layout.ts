@@ -16,7 +16,6 @@
  * | `e, pos` | {@link EventRow} | the event |
  * | `i, requestId` | position | idempotency index |
  * | `k, ns, subject, pos` | 0 | events of an ordering key in order |
- * | `n, pos` | {@link TallyRow} | consumers that finished / quarantined it |
  * | `x, observedAt, pos` | 0 | delivered to every consumer (prunable after the window) |
  * | `o, pos` | 0 | neither delivered to all nor quarantined by anyone (drop candidates) |
  * | `c, consumer` | {@link ConsumerRow} | per-consumer counters |
@@ -53,13 +52,6 @@ export interface MetaRow {
 export interface EventRow {
   readonly position: number;
   readonly event: UsageEvent;
-}
-
-export interface TallyRow {
-  /** Consumers that acked or discarded the event. */
-  readonly finished: number;
-  /** Consumers that hold it quarantined. */
-  readonly quarantined: number;
 }
 
 export interface ConsumerRow {
@@ -113,9 +105,11 @@ export class Layout {
   readonly root: Key;
   constructor(name: string) {
     this.root = ["j", name];
+    this.name = name;
   }
+  private readonly name: string;
   private k(...parts: (string | number)[]): Key {
-    return [...this.root, ...parts];
+    return ["j", this.name, ...parts];
   }
   meta(): Key {
     return this.k("m");
@@ -134,9 +128,6 @@ export class Layout {
   }
   keyEvents(ns?: string, subject?: string): Key {
     return ns === undefined ? this.k("k") : this.k("k", ns, subject ?? "");
-  }
-  tally(pos: number): Key {
-    return this.k("n", pos);
   }
   delivered(observedAt: number, pos: number): Key {
     return this.k("x", observedAt, pos);

@@ -30,7 +30,6 @@ import {
   type Layout,
   type MetaRow,
   type QuarantineRow,
-  type TallyRow,
   type UnfinishedRow,
 } from "./layout.js";
 import type { AppendResult, Attempt, AttemptOutcome, Capacity, Delivery, PoisonReason, UsageEvent } from "./types.js";
@@ -79,12 +78,6 @@ export function inFlightAt(row: UnfinishedRow, now: number): boolean {
   return last !== undefined && last.outcome === null && last.leaseExpiresAt > now;
 }
 
-type Membership = "delivered" | "open" | "held";
-
-function membership(tally: TallyRow, consumers: number): Membership {
-  if (consumers > 0 && tally.finished === consumers) return "delivered";
-  return tally.quarantined === 0 ? "open" : "held";
-}
 
 export class Work {
   private metaRow: MetaRow | undefined;
@@ -185,21 +178,22 @@ export class Work {
     }
   }
 
-  // ---- tallies: which global index an event belongs to -------------------------
+  // ---- the global indexes `x` (delivered to all) and `o` (drop candidates) ----
 
-  private async changeTally(position: number, observedAt: number, finished: number, quarantined: number): Promise<void> {
-    const key = this.layout.tally(position);
-    const before = (await this.tx.get<TallyRow>(key)) ?? { finished: 0, quarantined: 0 };
-    const after = { finished: before.finished + finished, quarantined: before.quarantined + quarantined };
-    this.tx.put(key, after);
-    const consumers = (await this.meta()).consumers.length;
-    const from = membership(before, consumers);
-    const to = membership(after, consumers);
-    if (from === to) return;
-    if (from === "delivered") this.tx.delete(this.layout.delivered(observedAt, position));
-    if (from === "open") this.tx.delete(this.layout.open(position));
-    if (to === "delivered") this.tx.put(this.layout.delivered(observedAt, position), 0);
-    if (to === "open") this.tx.put(this.layout.open(position), 0);
+  /** Whether every registered consumer other than `consumer` acked or discarded the event. */
+  private async othersFinished(position: number, consumer: string): Promise<boolean> {
+    for (const other of (await this.meta()).consumers) {
+      if (other !== consumer && !(await this.tx.get(this.layout.finished(other, position)))) return false;
+    }
+    return true;
+  }
+
+  /** Whether a registered consumer other than `consumer` holds the event quarantined. */
+  private async othersQuarantined(position: number, consumer: string): Promise<boolean> {
+    for (const other of (await this.meta()).consumers) {
+      if (other !== consumer && (await this.tx.get(this.layout.quarantined(other, position)))) return true;
+    }
+    return false;
   }
 
   // ---- slots: the active event of a (consumer, key) -----------------------------
@@ -298,7 +292,6 @@ export class Work {
     this.tx.delete(this.layout.event(position));
     this.tx.delete(this.layout.id(event.id));
     this.tx.delete(this.layout.keyEvent(namespace, subject, position));
-    this.tx.delete(this.layout.tally(position));
     this.tx.delete(this.layout.delivered(event.observedAt, position));
     this.tx.delete(this.layout.open(position));
     const meta = await this.meta();
@@ -360,7 +353,6 @@ export class Work {
     this.tx.put(this.layout.event(position), { position, event } satisfies EventRow);
     this.tx.put(this.layout.id(event.id), position);
     this.tx.put(this.layout.keyEvent(namespace, subject, position), 0);
-    this.tx.put(this.layout.tally(position), { finished: 0, quarantined: 0 } satisfies TallyRow);
     this.tx.put(this.layout.open(position), 0);
     this.setMeta({ next: position + 1, stored: meta.stored + 1 });
     for (const consumer of meta.consumers) {
@@ -486,7 +478,11 @@ export class Work {
     this.tx.delete(this.layout.unfinished(consumer, position));
     this.tx.put(this.layout.finished(consumer, position), { status: "acked", history } satisfies FinishedRow);
     await this.bump(consumer, { unfinished: -1 });
-    await this.changeTally(position, event.observedAt, 1, 0);
+    // Unfinished by this consumer, it was open or held; delivered to all now, it is neither.
+    if (await this.othersFinished(position, consumer)) {
+      this.tx.delete(this.layout.open(position));
+      this.tx.put(this.layout.delivered(event.observedAt, position), 0);
+    }
     await this.leftBacklog(consumer, event, position, now);
   }
 
@@ -514,7 +510,7 @@ export class Work {
       observedAt: row.observedAt,
     } satisfies QuarantineRow);
     await this.bump(consumer, { unfinished: -1, quarantined: 1 });
-    await this.changeTally(position, event.observedAt, 0, 1);
+    this.tx.delete(this.layout.open(position)); // a quarantined event is never a drop candidate
     await this.leftBacklog(consumer, event, position, at);
   }
 
@@ -539,7 +535,7 @@ export class Work {
   async release(consumer: string, event: UsageEvent, position: number, row: QuarantineRow, now: number): Promise<void> {
     this.tx.delete(this.layout.quarantined(consumer, position));
     await this.bump(consumer, { unfinished: 1, quarantined: -1 });
-    await this.changeTally(position, event.observedAt, 0, -1);
+    if (!(await this.othersQuarantined(position, consumer))) this.tx.put(this.layout.open(position), 0);
     const released: UnfinishedRow = {
       attempts: row.attempts,
       budgetBase: row.attempts,
@@ -575,7 +571,8 @@ export class Work {
     this.tx.delete(this.layout.quarantined(consumer, position));
     this.tx.put(this.layout.finished(consumer, position), { status: "discarded", history: row.history } satisfies FinishedRow);
     await this.bump(consumer, { quarantined: -1 });
-    await this.changeTally(position, event.observedAt, 1, -1);
+    if (await this.othersFinished(position, consumer)) this.tx.put(this.layout.delivered(event.observedAt, position), 0);
+    else if (!(await this.othersQuarantined(position, consumer))) this.tx.put(this.layout.open(position), 0);
   }
 
   /** Append an audit entry and return its sequence number. */
