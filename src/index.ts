@@ -37,3 +37,5 @@ export {
   OPPORTUNISTIC_PRUNE_LIMIT,
   type JournalOptions,
 } from "./journal/journal.js";
+export * from "./storage/index.js";
+export * from "./queue/index.js";

@@ -24,3 +24,23 @@ export {
   type JournalSubjectFactory,
 } from "./journal-conformance.js";
 export { virtualClock, type VirtualClock } from "./virtual-clock.js";
+export { OrderedOracle, compareStableKeys, type OrderedOracleOptions } from "./ordered-oracle.js";
+export {
+  orderedConformanceCases,
+  type OrderedConformanceCase,
+  type OrderedConformanceOptions,
+  type OrderedSubject,
+  type OrderedSubjectFactory,
+} from "./ordered-conformance.js";
+export { OrderTranslation, ORDERED_ERROR_FIELDS, describeOrderedError } from "./ordered-compare.js";
+export { BlobsOracle, KvOracle, LeaseOracle, LedgerOracle } from "./storage-oracle.js";
+export {
+  storageConformanceCases,
+  CONFORMANCE_LEASE_TTL_MS,
+  type StorageConformanceOptions,
+  type StorageSubject,
+  type StorageSubjectFactory,
+} from "./storage-conformance.js";
+export { virtualScheduler, type VirtualScheduler } from "./storage-scheduler.js";
+export { QueueOracle } from "./queue-oracle.js";
+export { queueConformanceCases, type QueueConformanceOptions } from "./queue-conformance.js";

@@ -1,0 +1,209 @@
+/**
+ * The ledger-backed event queue: the queue's state as a projection of a
+ * ledger (`event-queue.lean.txt`: "持久性不在本模块（Ledger 已是历史）").
+ *
+ * Every call that changes the queue (each enqueue, whatever its outcome, and
+ * each consume that hands out an item) is appended to the ledger as one
+ * record BEFORE it takes effect in memory, so a failed append changes
+ * nothing, and replaying the ledger rebuilds exactly the queue, its
+ * remembered keys and its counters. Sheds and duplicates are journaled too:
+ * their `now` drives eviction of remembered keys, and without them a rebuilt
+ * queue could remember keys the live one had forgotten.
+ *
+ * Calls on one instance run one at a time. Appends are compare-and-swap on
+ * the ledger's tip through `appendDefinite` (so a networked ledger's
+ * ambiguous append is resolved by reading the record back); when another
+ * writer got there first, the instance replays the new records and decides
+ * again. The ledger grows with every call; compaction is not part of this
+ * module.
+ *
+ * Record format: a 4-byte big-endian header length, a UTF-8 JSON header
+ * (`{"v":1,"op":"enqueue","outcome","key","now"}` or
+ * `{"v":1,"op":"consume","id"}`), then the payload of an admitted item.
+ */
+import { ConflictError, StorageError } from "../storage/errors.js";
+import { appendDefinite, type Ledger } from "../storage/ledger.js";
+import { validateName } from "../storage/names.js";
+import { throwIfAborted, type CallOptions } from "../storage/options.js";
+import { utf8Decode, utf8Encode } from "../storage/web.js";
+import { checkCapacity, checkKey, checkLane, checkNow, checkPayload } from "./checks.js";
+import { QueueState, type Admission, type EnqueueOutcome, type QueueItem, type QueueLane, type QueueStats } from "./state.js";
+
+/** A queue ledger holds a record this code cannot read. Nothing was changed. */
+export class QueueReplayError extends StorageError {
+  declare readonly code: "queue_replay";
+  /** The queue's ledger. */
+  readonly ledger: string;
+  readonly seq: number;
+  constructor(ledger: string, seq: number, problem: string, cause?: unknown) {
+    super("queue_replay", `queue ledger ${JSON.stringify(ledger)} record ${seq}: ${problem}`, cause === undefined ? undefined : { cause });
+    this.name = "QueueReplayError";
+    this.ledger = ledger;
+    this.seq = seq;
+  }
+}
+
+/** How many times one call re-decides after losing a race to another writer. */
+const MAX_RACE_RETRIES = 64;
+
+type Header = { readonly v: 1; readonly op: "enqueue"; readonly outcome: EnqueueOutcome; readonly key: string; readonly now: number } | { readonly v: 1; readonly op: "consume"; readonly id: number };
+
+function encode(header: Header, payload?: Uint8Array): Uint8Array {
+  const text = utf8Encode(JSON.stringify(header));
+  const body = payload ?? new Uint8Array();
+  const bytes = new Uint8Array(4 + text.length + body.length);
+  new DataView(bytes.buffer).setUint32(0, text.length);
+  bytes.set(text, 4);
+  bytes.set(body, 4 + text.length);
+  return bytes;
+}
+
+function decode(bytes: Uint8Array): { header: Header; payload: Uint8Array } {
+  if (bytes.length < 4) throw new Error("shorter than its header length");
+  const length = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0);
+  if (4 + length > bytes.length) throw new Error("header longer than the record");
+  const header = JSON.parse(utf8Decode(bytes.subarray(4, 4 + length))) as Header;
+  const ok =
+    header !== null &&
+    typeof header === "object" &&
+    header.v === 1 &&
+    ((header.op === "enqueue" && ["admitted", "duplicate", "shed"].includes(header.outcome) && typeof header.key === "string" && Number.isSafeInteger(header.now)) ||
+      (header.op === "consume" && Number.isSafeInteger(header.id)));
+  if (!ok) throw new Error("unknown record");
+  return { header, payload: bytes.slice(4 + length) };
+}
+
+/**
+ * The durable {@link EventQueue}: the same rules, every call journaled to a
+ * ledger first. Obtain one with `EventQueue.fromLedger`.
+ */
+export class DurableEventQueue<L extends QueueLane = QueueLane> {
+  private state: QueueState;
+  private tip = 0;
+  private chain: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    private readonly ledger: Ledger,
+    readonly name: string,
+    lane: L,
+    capacity: number,
+  ) {
+    this.state = new QueueState(lane, capacity);
+  }
+
+  /** Open (and rebuild by replay) the queue journaled in ledger `name`. */
+  static async open<L extends QueueLane>(ledger: Ledger, name: string, lane: L, capacity: number, options?: CallOptions): Promise<DurableEventQueue<L>> {
+    const queue = new DurableEventQueue(ledger, validateName(name), checkLane(lane) as L, checkCapacity(capacity));
+    await queue.catchUp(options);
+    return queue;
+  }
+
+  get lane(): L {
+    return this.state.lane as L;
+  }
+
+  get capacity(): number {
+    return this.state.capacity;
+  }
+
+  /** The ledger sequence this queue's state reflects. */
+  get position(): number {
+    return this.tip;
+  }
+
+  /** Apply the ledger's records after {@link position}. */
+  private async catchUp(options?: CallOptions): Promise<void> {
+    const cursor = await this.ledger.read(this.name, this.tip + 1, options);
+    try {
+      for (let record = await cursor.next(options); record !== undefined; record = await cursor.next(options)) {
+        if (record.seq !== this.tip + 1) throw new QueueReplayError(this.name, record.seq, `expected record ${this.tip + 1}`);
+        let decoded: { header: Header; payload: Uint8Array };
+        try {
+          decoded = decode(record.payload);
+        } catch (error) {
+          throw new QueueReplayError(this.name, record.seq, "not a queue record", error);
+        }
+        this.apply(decoded.header, decoded.payload, record.seq);
+        this.tip = record.seq;
+      }
+    } finally {
+      await cursor.close();
+    }
+  }
+
+  private apply(header: Header, payload: Uint8Array, seq: number): QueueItem | undefined {
+    if (header.op === "enqueue") return this.state.applyEnqueue(header.outcome, header.key, payload, header.now);
+    const item = this.state.applyConsume(header.id);
+    if (item === undefined) throw new QueueReplayError(this.name, seq, `consumes item ${header.id}, which is not queued`);
+    return item;
+  }
+
+  /** One call at a time per instance. */
+  private serialize<T>(call: () => Promise<T>): Promise<T> {
+    const result = this.chain.then(call);
+    this.chain = result.catch(() => undefined);
+    return result;
+  }
+
+  /** Decide, journal, apply; on a lost race, replay the winner's records and decide again. */
+  private async journal<T>(decide: () => { header: Header; payload?: Uint8Array } | { done: T }, finish: (item: QueueItem | undefined, header: Header) => T, options?: CallOptions): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      const decision = decide();
+      if ("done" in decision) return decision.done;
+      try {
+        await appendDefinite(this.ledger, this.name, this.tip, encode(decision.header, decision.payload), options);
+      } catch (error) {
+        if (!(error instanceof ConflictError) || attempt >= MAX_RACE_RETRIES) throw error;
+        await this.catchUp(options);
+        continue;
+      }
+      this.tip += 1;
+      return finish(this.apply(decision.header, decision.payload ?? new Uint8Array(), this.tip), decision.header);
+    }
+  }
+
+  /** As `EventQueue.enqueue`, journaled first. Rejects (changing nothing) when the ledger append fails. */
+  async enqueue(key: string, payload: Uint8Array, now: number, options?: CallOptions): Promise<Admission> {
+    checkKey(key);
+    const bytes = checkPayload(payload).slice();
+    checkNow(now);
+    throwIfAborted(options);
+    return this.serialize(() =>
+      this.journal(
+        () => {
+          const outcome = this.state.decideEnqueue(key, now);
+          return { header: { v: 1, op: "enqueue", outcome, key, now }, ...(outcome === "admitted" ? { payload: bytes } : {}) };
+        },
+        (_item, header) => (header.op === "enqueue" && header.outcome === "shed" ? "shed" : "admit"),
+        options,
+      ),
+    );
+  }
+
+  /** As `EventQueue.consume`, journaled first. */
+  async consume(options?: CallOptions): Promise<QueueItem | undefined> {
+    throwIfAborted(options);
+    return this.serialize(() =>
+      this.journal<QueueItem | undefined>(
+        () => {
+          const head = this.state.peek();
+          return head === undefined ? { done: undefined } : { header: { v: 1, op: "consume", id: head.id } };
+        },
+        (item) => item && { id: item.id, key: item.key, payload: item.payload.slice() },
+        options,
+      ),
+    );
+  }
+
+  stats(): QueueStats<L> {
+    return this.state.stats() as QueueStats<L>;
+  }
+
+  len(): number {
+    return this.state.length;
+  }
+
+  isEmpty(): boolean {
+    return this.state.length === 0;
+  }
+}

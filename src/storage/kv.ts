@@ -1,0 +1,130 @@
+/**
+ * KV: small compare-and-swap metadata (`storage-primitives.go.txt`, `KV`).
+ *
+ * What it promises:
+ * - `put(key, expectedRev, value)` writes only when the key's current
+ *   revision is `expectedRev` (0: the key must be absent) and returns the new
+ *   revision; otherwise {@link RevisionConflictError} and nothing changes.
+ * - Revisions are per key and strictly increasing, also across delete and
+ *   re-create: every revision comes from one per-store counter, so a
+ *   re-created key never reuses a revision an earlier life of it had (and no
+ *   tombstones pile up). Revisions are therefore not dense per key.
+ * - `keys(prefix)` is sorted ascending and duplicate-free; `delete` is
+ *   idempotent; values are copied in and out.
+ * - Keys are storage names (the grammar of `./names.ts`): the spec's KV is a
+ *   catalog of hierarchical names, and names keep keys safe as engine keys,
+ *   URL segments and object keys.
+ */
+import type { Engine } from "../engine.js";
+import { InvalidArgumentError, KeyNotFoundError, RevisionConflictError } from "./errors.js";
+import { assertFence, checkFence } from "./fence.js";
+import { storeLayout, type KvRow, type StoreLayout } from "./layout.js";
+import type { LedgerWriteOptions } from "./ledger.js";
+import { validateName, validatePrefix } from "./names.js";
+import { throwIfAborted, type CallOptions } from "./options.js";
+import { checkCount, transact } from "./transaction.js";
+import { isBytes } from "./web.js";
+
+/** The largest KV value (1 MiB); KV holds small metadata, blobs hold bulk bytes. */
+export const MAX_KV_VALUE_BYTES = 1024 * 1024;
+
+/** A value and the revision that wrote it. `value` belongs to the caller. */
+export interface KvEntry {
+  readonly value: Uint8Array;
+  readonly rev: number;
+}
+
+/** Options of a KV write: a signal, and optionally a lease the write is fenced by. */
+export type KvWriteOptions = LedgerWriteOptions;
+
+/** Small CAS'd values by key. */
+export interface KV {
+  /** @throws {KeyNotFoundError} when the key is absent. */
+  get(key: string, options?: CallOptions): Promise<KvEntry>;
+  /**
+   * Write `value` iff the current revision is `expectedRev` (0 = absent); resolves with the new revision.
+   *
+   * @throws {RevisionConflictError} when it is not (nothing changes).
+   */
+  put(key: string, expectedRev: number, value: Uint8Array, options?: KvWriteOptions): Promise<number>;
+  /** The keys that start with `prefix` ("" for all), ascending and duplicate-free. */
+  keys(prefix: string, options?: CallOptions): Promise<string[]>;
+  /** Remove the key; absent is a no-op success. */
+  delete(key: string, options?: KvWriteOptions): Promise<void>;
+}
+
+/** Options of {@link createKV}. */
+export interface KvOptions {
+  /** The store's name (storage name grammar): keys live under `["s", store]`. */
+  readonly store: string;
+  /** Read when checking a write's lease fence. Defaults to `Date.now`. */
+  readonly clock?: () => number;
+}
+
+/**
+ * A {@link KV} over an Engine. Usually reached through `createStore`.
+ *
+ * @example
+ * ```ts
+ * const { kv } = createStore(memoryEngine(), { name: "app" });
+ * const rev = await kv.put("sessions/s1", 0, bytes);       // create
+ * await kv.put("sessions/s1", rev, newer);                 // update at the revision read
+ * const { value, rev: latest } = await kv.get("sessions/s1");
+ * ```
+ */
+export function createKV(engine: Engine, options: KvOptions): KV {
+  return new EngineKV(engine, storeLayout(options), options.clock ?? Date.now);
+}
+
+class EngineKV implements KV {
+  constructor(
+    private readonly engine: Engine,
+    private readonly layout: StoreLayout,
+    private readonly clock: () => number,
+  ) {}
+
+  async get(key: string, options?: CallOptions): Promise<KvEntry> {
+    validateName(key);
+    const row = await transact(this.engine, "readonly", "kv.get", options, (tx) => tx.get<KvRow>(this.layout.kv(key)));
+    if (row === undefined) throw new KeyNotFoundError(key);
+    return { value: row.value.slice(), rev: row.rev };
+  }
+
+  async put(key: string, expectedRev: number, value: Uint8Array, options?: KvWriteOptions): Promise<number> {
+    validateName(key);
+    checkCount("expectedRev", expectedRev, 0);
+    if (!isBytes(value)) throw new InvalidArgumentError("value", "must be a Uint8Array");
+    if (value.length > MAX_KV_VALUE_BYTES) throw new InvalidArgumentError("value", `is ${value.length} bytes; a KV value holds at most ${MAX_KV_VALUE_BYTES}`);
+    const copy = value.slice();
+    const fence = checkFence(options?.fence);
+    throwIfAborted(options);
+    const now = this.clock();
+    return transact(this.engine, "readwrite", "kv.put", options, async (tx) => {
+      await assertFence(tx, this.layout, fence, now);
+      const row = await tx.get<KvRow>(this.layout.kv(key));
+      const actual = row?.rev ?? 0;
+      if (actual !== expectedRev) throw new RevisionConflictError(key, expectedRev, actual);
+      const rev = ((await tx.get<number>(this.layout.kvCounter())) ?? 0) + 1;
+      tx.put(this.layout.kvCounter(), rev);
+      tx.put(this.layout.kv(key), { rev, value: copy } satisfies KvRow);
+      return rev;
+    });
+  }
+
+  async keys(prefix: string, options?: CallOptions): Promise<string[]> {
+    validatePrefix(prefix);
+    const entries = await transact(this.engine, "readonly", "kv.keys", options, (tx) => tx.scan(this.layout.prefixRange("kv", prefix)));
+    return entries.map((entry) => entry.key[entry.key.length - 1]).filter((key): key is string => typeof key === "string" && key.startsWith(prefix));
+  }
+
+  async delete(key: string, options?: KvWriteOptions): Promise<void> {
+    validateName(key);
+    const fence = checkFence(options?.fence);
+    throwIfAborted(options);
+    const now = this.clock();
+    await transact(this.engine, "readwrite", "kv.delete", options, async (tx) => {
+      await assertFence(tx, this.layout, fence, now);
+      tx.delete(this.layout.kv(key));
+    });
+  }
+}

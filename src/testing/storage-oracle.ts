@@ -1,0 +1,176 @@
+/**
+ * Reference models of the storage primitives: plain, obviously correct,
+ * in-memory, synchronous at heart (async only to share the interfaces).
+ * Each follows `storage-primitives.go.txt` line by line and throws the same
+ * typed errors, checking arguments in the same order as the core (name
+ * first, then the numbers, then the bytes).
+ *
+ * - {@link LedgerOracle}: one array of payloads per name.
+ * - {@link KvOracle}: one map; revisions from one per-store counter (as the
+ *   core issues them: strictly increasing per key, across delete too).
+ * - {@link BlobsOracle}: one map of whole byte arrays; conflict by bytes.
+ * - {@link LeaseOracle}: the lease facts in storage (epoch, expiresAt) with
+ *   the caller passing `now`; it does not run renewal timers.
+ */
+import { ConflictError, BlobConflictError, BlobNotFoundError, InvalidArgumentError, KeyNotFoundError, LeaseHeldError, LeaseLostError, RevisionConflictError } from "../storage/errors.js";
+import type { KvEntry } from "../storage/kv.js";
+import type { LedgerRecord } from "../storage/ledger.js";
+import { validateName, validatePrefix } from "../storage/names.js";
+
+function checkCount(argument: string, value: number, min: number): void {
+  if (!Number.isSafeInteger(value) || value < min) throw new InvalidArgumentError(argument, `must be a safe integer >= ${min}`);
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((byte, index) => byte === b[index]);
+}
+
+/** The reference ledger. */
+export class LedgerOracle {
+  private readonly ledgers = new Map<string, Uint8Array[]>();
+
+  append(name: string, expected: number, payload: Uint8Array): void {
+    validateName(name);
+    checkCount("expected", expected, 0);
+    const records = this.ledgers.get(name) ?? [];
+    if (records.length !== expected) throw new ConflictError(name, expected);
+    records.push(payload.slice());
+    this.ledgers.set(name, records);
+  }
+
+  /** Every record from `from` (0 = 1) to the tip now. */
+  read(name: string, from: number): LedgerRecord[] {
+    validateName(name);
+    checkCount("from", from, 0);
+    const records = this.ledgers.get(name) ?? [];
+    const out: LedgerRecord[] = [];
+    for (let seq = Math.max(from, 1); seq <= records.length; seq++) out.push({ seq, payload: records[seq - 1]!.slice() });
+    return out;
+  }
+
+  tip(name: string): number {
+    validateName(name);
+    return this.ledgers.get(name)?.length ?? 0;
+  }
+
+  delete(name: string): void {
+    validateName(name);
+    this.ledgers.delete(name);
+  }
+
+  /** `appendDefinite` on a local ledger: append, or accept identical bytes already at `expected + 1`. */
+  appendDefinite(name: string, expected: number, payload: Uint8Array): void {
+    try {
+      this.append(name, expected, payload);
+    } catch (error) {
+      if (!(error instanceof ConflictError)) throw error;
+      const existing = this.ledgers.get(name)?.[expected];
+      if (existing !== undefined && sameBytes(existing, payload)) return;
+      throw error;
+    }
+  }
+}
+
+/** The reference KV. */
+export class KvOracle {
+  private readonly entries = new Map<string, { value: Uint8Array; rev: number }>();
+  private counter = 0;
+
+  get(key: string): KvEntry {
+    validateName(key);
+    const entry = this.entries.get(key);
+    if (entry === undefined) throw new KeyNotFoundError(key);
+    return { value: entry.value.slice(), rev: entry.rev };
+  }
+
+  put(key: string, expectedRev: number, value: Uint8Array): number {
+    validateName(key);
+    checkCount("expectedRev", expectedRev, 0);
+    const actual = this.entries.get(key)?.rev ?? 0;
+    if (actual !== expectedRev) throw new RevisionConflictError(key, expectedRev, actual);
+    this.counter += 1;
+    this.entries.set(key, { value: value.slice(), rev: this.counter });
+    return this.counter;
+  }
+
+  keys(prefix: string): string[] {
+    validatePrefix(prefix);
+    return [...this.entries.keys()].filter((key) => key.startsWith(prefix)).sort();
+  }
+
+  delete(key: string): void {
+    validateName(key);
+    this.entries.delete(key);
+  }
+}
+
+/** The reference blob store. */
+export class BlobsOracle {
+  private readonly blobs = new Map<string, Uint8Array>();
+
+  put(key: string, content: Uint8Array): void {
+    validateName(key);
+    const existing = this.blobs.get(key);
+    if (existing === undefined) this.blobs.set(key, content.slice());
+    else if (!sameBytes(existing, content)) throw new BlobConflictError(key);
+  }
+
+  get(key: string): Uint8Array {
+    validateName(key);
+    const content = this.blobs.get(key);
+    if (content === undefined) throw new BlobNotFoundError(key);
+    return content.slice();
+  }
+
+  delete(key: string): void {
+    validateName(key);
+    this.blobs.delete(key);
+  }
+
+  list(prefix: string): string[] {
+    validatePrefix(prefix);
+    return [...this.blobs.keys()].filter((key) => key.startsWith(prefix)).sort();
+  }
+}
+
+/** The reference lease facts: who holds a name until when, given `now`. No timers. */
+export class LeaseOracle {
+  private readonly rows = new Map<string, { epoch: number; expiresAt: number }>();
+
+  constructor(private readonly ttlMs: number) {}
+
+  /** Grant `name` at `now`, or throw {@link LeaseHeldError}. Returns the epoch. */
+  acquire(name: string, now: number): number {
+    validateName(name);
+    const row = this.rows.get(name);
+    if (row !== undefined && row.expiresAt > now) throw new LeaseHeldError(name, row.epoch);
+    const epoch = (row?.epoch ?? 0) + 1;
+    this.rows.set(name, { epoch, expiresAt: now + this.ttlMs });
+    return epoch;
+  }
+
+  /** Renew the holder at `epoch` (what a renewal timer does); false when it no longer holds. */
+  renew(name: string, epoch: number, now: number): boolean {
+    if (!this.holds(name, epoch, now)) return false;
+    this.rows.set(name, { epoch, expiresAt: now + this.ttlMs });
+    return true;
+  }
+
+  /** Release: clears the row only while it still names `epoch`. */
+  release(name: string, epoch: number): void {
+    const row = this.rows.get(name);
+    if (row !== undefined && row.epoch === epoch) this.rows.set(name, { epoch, expiresAt: 0 });
+  }
+
+  holds(name: string, epoch: number, now: number): boolean {
+    const row = this.rows.get(name);
+    return row !== undefined && row.epoch === epoch && row.expiresAt > now;
+  }
+
+  /** As `Leaser.assertHeld`. */
+  assertHeld(name: string, epoch: number, now: number): void {
+    validateName(name);
+    checkCount("epoch", epoch, 1);
+    if (!this.holds(name, epoch, now)) throw new LeaseLostError(name, epoch);
+  }
+}

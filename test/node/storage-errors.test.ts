@@ -1,0 +1,94 @@
+/**
+ * Engine-independent rules of the storage primitives: the name grammar as a
+ * property against the spec's regular expression, the shape of the typed
+ * errors, and how engine failures surface.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { memoryEngine } from "../../adapters/memory/index.js";
+import {
+  AppendVerifyError,
+  ConflictError,
+  createStore,
+  InvalidNameError,
+  LeaseHeldError,
+  MAX_NAME_BYTES,
+  StorageBackendError,
+  StorageError,
+  validateName,
+  type Engine,
+} from "../../src/index.js";
+
+const GRAMMAR = /^[a-z0-9][a-z0-9_.-]*(\/[a-z0-9][a-z0-9_.-]*)*$/;
+const utf8Bytes = (text: string) => new TextEncoder().encode(text).length;
+
+describe("storage name grammar", () => {
+  it("accepts exactly the names the spec's grammar describes, up to 512 bytes", () => {
+    const alphabet = fc.constantFrom(..."ab09_.-/A é".split(""));
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ unit: alphabet, maxLength: 12 }), fc.string({ unit: alphabet, minLength: 500, maxLength: 520 })), (name) => {
+        const valid = GRAMMAR.test(name) && utf8Bytes(name) <= MAX_NAME_BYTES;
+        let accepted = true;
+        try {
+          validateName(name);
+        } catch (error) {
+          expect(error).toBeInstanceOf(InvalidNameError);
+          accepted = false;
+        }
+        expect(accepted).toBe(valid);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("counts the limit in UTF-8 bytes", () => {
+    expect(() => validateName("a".repeat(512))).not.toThrow();
+    expect(() => validateName("a".repeat(513))).toThrow(expect.objectContaining({ rule: "too_long" }) as Error);
+  });
+});
+
+describe("storage errors", () => {
+  it("are StorageErrors with a stable code, the spec's fields, and a stack that starts with the class name", () => {
+    const conflict = new ConflictError("orders/acme", 4);
+    expect(conflict).toBeInstanceOf(StorageError);
+    expect(conflict).toBeInstanceOf(Error);
+    expect({ code: conflict.code, name: conflict.name, expected: conflict.expected }).toEqual({ code: "conflict", name: "orders/acme", expected: 4 });
+    expect(conflict.stack?.split("\n")[0]).toMatch(/^ConflictError: /);
+    const held = new LeaseHeldError("jobs/a", 7);
+    expect({ code: held.code, name: held.name, holderEpoch: held.holderEpoch }).toEqual({ code: "lease_held", name: "jobs/a", holderEpoch: 7 });
+  });
+
+  it("carry their cause where the spec has Unwrap", () => {
+    const cause = new Error("network");
+    expect(new AppendVerifyError("log", 3, cause).cause).toBe(cause);
+  });
+
+  it("quote a refused name bounded and escaped", () => {
+    const error = new InvalidNameError(`x\n${"y".repeat(5000)}`, "character");
+    expect(error.message.length).toBeLessThan(300);
+    expect(error.message).not.toContain("\n");
+    expect(error.name.length).toBe(5002);
+  });
+});
+
+describe("engine failures", () => {
+  it("surface as StorageBackendError naming the operation, with the engine's error as cause, and change nothing", async () => {
+    const inner = memoryEngine();
+    const failure = new Error("disk on fire");
+    let failing = false;
+    const engine: Engine = {
+      durable: false,
+      close: () => inner.close(),
+      transact: (mode, fn) => (failing ? Promise.reject(failure) : inner.transact(mode, fn)),
+    };
+    const store = createStore(engine, { name: "s" });
+    await store.ledger.append("log", 0, new Uint8Array([1]));
+    failing = true;
+    const error = await store.ledger.append("log", 1, new Uint8Array([2])).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StorageBackendError);
+    expect(error).toMatchObject({ code: "backend", operation: "ledger.append", cause: failure });
+    failing = false;
+    expect(await store.ledger.tip("log")).toBe(1);
+    await engine.close();
+  });
+});
