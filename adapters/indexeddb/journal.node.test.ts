@@ -1,0 +1,34 @@
+/**
+ * The journal conformance suite against the IndexedDB engine in Node, over
+ * fake-indexeddb (the fast lane; real Chromium runs it in test/browser/).
+ * Every subject gets a fresh in-memory IDBFactory. "Reopen" closes the engine
+ * and opens a new engine and a new journal on the same database name.
+ */
+import "fake-indexeddb/auto";
+import { IDBFactory, IDBKeyRange } from "fake-indexeddb";
+import { describe, it } from "vitest";
+import { createJournal } from "../../src/index.js";
+import { journalConformanceCases } from "../../src/testing/index.js";
+import { indexedDbEngine } from "./index.js";
+
+describe("usage journal over the IndexedDB engine (fake-indexeddb)", () => {
+  const cases = journalConformanceCases({
+    label: "indexeddb (fake-indexeddb)",
+    durable: true,
+    canReopen: true,
+    createSubject: async (options) => {
+      const factory = new IDBFactory();
+      let engine = indexedDbEngine({ name: "conformance", indexedDB: factory, IDBKeyRange });
+      return {
+        journal: createJournal(engine, options),
+        reopen: async () => {
+          await engine.close();
+          engine = indexedDbEngine({ name: "conformance", indexedDB: factory, IDBKeyRange });
+          return createJournal(engine, options);
+        },
+        close: () => engine.close(),
+      };
+    },
+  });
+  for (const c of cases) it(c.name, c.run, c.timeoutMs);
+});

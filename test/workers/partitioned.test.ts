@@ -1,0 +1,200 @@
+/**
+ * What a partitioned journal promises beyond the conformance suite, over
+ * real `JournalPartition` objects: P is fixed at creation, a key has one
+ * writer, per-key order and one in flight per key hold under concurrent
+ * claimers across partitions, deliveries route without a hint, merged reads
+ * page across partitions, capacity is per partition, a small claim still
+ * reaches every partition, and platform failures are typed.
+ */
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { DurableObjectEngineError, PartitionedJournal, type PartitionNamespace } from "../../adapters/durable-objects/index.js";
+import { BackendError, createUsageEvent, parseConsumerId, type Capacity, type UsageEvent } from "../../src/index.js";
+
+const T0 = 1_700_000_000_000;
+const billing = parseConsumerId("billing");
+const ROOMY: Capacity = { maxEvents: 1000, maxDeliveryAttempts: 5, retainAcknowledgedMs: 60_000, policy: "refuse" };
+let scopes = 0;
+
+function rid(n: number): string {
+  return `0190c000-0000-7000-8000-${n.toString(16).padStart(12, "0")}`;
+}
+
+function usage(n: number, subject: string, observedAt = T0): UsageEvent {
+  return createUsageEvent({ record: { requestId: rid(n), namespace: "acme", subject, data: { units: n } }, observedAt });
+}
+
+/** A journal on fresh objects, and a way to open more instances (other workers) over the same ones. */
+function fresh(partitions: number, capacity: Capacity = ROOMY, clock: () => number = () => T0) {
+  const scope = `partitioned-${scopes++}/`;
+  const open = (p = partitions) => new PartitionedJournal(env.PARTITIONS, { name: "usage", partitions: p, capacity, clock, scope });
+  return { journal: open(), open };
+}
+
+/** Subjects that hash to each partition (the first `perPartition` found for each). */
+function subjectsByPartition(journal: PartitionedJournal, perPartition: number): string[][] {
+  const found: string[][] = Array.from({ length: journal.partitions }, () => []);
+  for (let i = 0; found.some((list) => list.length < perPartition); i++) {
+    const subject = `user-${i}`;
+    const list = found[journal.partitionOf("acme", subject)]!;
+    if (list.length < perPartition) list.push(subject);
+  }
+  return found;
+}
+
+describe("partitioned journal", () => {
+  it("refuses to open a journal with a partition count other than the one it was created with", async () => {
+    const { journal, open } = fresh(4);
+    await journal.append(usage(1, "user-1"));
+    for (const other of [2, 8]) {
+      await expect(open(other).append(usage(2, "user-2"))).rejects.toMatchObject({ code: "invalid_argument", argument: "partitions" });
+    }
+    expect(await open(4).append(usage(2, "user-2"))).toMatchObject({ status: "accepted" });
+  });
+
+  it("stores every event in the partition its ordering key hashes to", async () => {
+    const { journal } = fresh(4);
+    const subjects = Array.from({ length: 24 }, (_, i) => `user-${i}`);
+    await journal.appendBatch(subjects.map((subject, i) => usage(i + 1, subject)));
+    const perPartition = [0, 0, 0, 0];
+    for (const subject of subjects) perPartition[journal.partitionOf("acme", subject)]! += 1;
+    for (let p = 0; p < 4; p++) {
+      const stub = env.PARTITIONS.get(env.PARTITIONS.idFromName(journal.objectName(p)));
+      const config = { journal: "usage", partitions: 4, partition: p, capacity: ROOMY };
+      const stats = await stub.stats(config, T0, billing);
+      expect(stats).toMatchObject({ ok: true, value: { pending: perPartition[p] } });
+    }
+    expect((await journal.stats(billing)).pending).toBe(24);
+  });
+
+  it("keeps per-key order and one event in flight per key under 4 concurrent claimers, and loses nothing", async () => {
+    const { journal, open } = fresh(4);
+    const keys = subjectsByPartition(journal, 2).flat(); // 8 keys, 2 per partition
+    const events = Array.from({ length: 64 }, (_, i) => usage(i + 1, keys[i % keys.length]!, T0 + i));
+    for (let i = 0; i < events.length; i += 16) await journal.appendBatch(events.slice(i, i + 16));
+    const inFlight = new Set<string>();
+    const delivered = new Map<string, string[]>();
+    const acked = new Set<string>();
+    const claimer = async (worker: PartitionedJournal): Promise<void> => {
+      for (let idle = 0; idle < 3 && acked.size < events.length; ) {
+        const deliveries = await worker.claim(billing, { maxEvents: 3, leaseMs: 600_000, now: T0 });
+        if (deliveries.length === 0) {
+          idle++;
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          continue;
+        }
+        idle = 0;
+        for (const delivery of deliveries) {
+          const key = delivery.event.orderingKey.subject;
+          expect(inFlight.has(key), `two events of ${key} in flight at once`).toBe(false);
+          inFlight.add(key);
+          delivered.set(key, [...(delivered.get(key) ?? []), delivery.event.id]);
+        }
+        for (const delivery of deliveries) {
+          inFlight.delete(delivery.event.orderingKey.subject); // before the ack: the journal may hand the next one once it commits
+          await worker.ack(delivery.id);
+          expect(acked.has(delivery.event.id)).toBe(false);
+          acked.add(delivery.event.id);
+        }
+      }
+    };
+    await Promise.all([journal, open(), open(), open()].map(claimer));
+    expect(acked.size).toBe(events.length);
+    for (const key of keys) {
+      expect(delivered.get(key)).toEqual(events.filter((event) => event.orderingKey.subject === key).map((event) => event.id));
+    }
+    expect(await journal.stats(billing)).toMatchObject({ pending: 0, inFlight: 0, quarantined: 0 });
+  });
+
+  it("routes ack, nack, extend, attempts and operator actions from an instance that never saw the event", async () => {
+    const { journal, open } = fresh(4);
+    const [a, b] = subjectsByPartition(journal, 1).slice(1, 3).flat();
+    await journal.append(usage(1, a!));
+    await journal.append(usage(2, b!));
+    const deliveries = await journal.claim(billing, { maxEvents: 10, leaseMs: 1000, now: T0 });
+    expect(deliveries.map((d) => d.id.event).sort()).toEqual([rid(1), rid(2)]);
+    const other = open();
+    const first = deliveries.find((d) => d.id.event === rid(1))!.id;
+    const second = deliveries.find((d) => d.id.event === rid(2))!.id;
+    expect(await other.extend(first, { leaseMs: 5000, now: T0 })).toEqual({ leaseExpiresAt: T0 + 5000 });
+    await other.ack(first);
+    await open().quarantine(second, "rejected");
+    expect((await open().attempts(billing, rid(1)))[0]?.outcome).toMatchObject({ kind: "acked" });
+    await open().release(billing, rid(2), { now: T0, actor: "ops" });
+    expect((await open().listAudit()).items).toMatchObject([{ action: "release", requestId: rid(2), actor: "ops" }]);
+    const stray = { consumer: billing, event: rid(99), attempt: 1 };
+    await expect(open().ack(stray)).rejects.toMatchObject({ code: "not_outstanding", delivery: stray });
+    await expect(open().discard(billing, rid(99), { now: T0 })).rejects.toMatchObject({ code: "not_quarantined" });
+    expect(await open().attempts(billing, rid(99))).toEqual([]);
+  });
+
+  it("merges stats and pages listQuarantined across partitions", async () => {
+    const { journal } = fresh(4);
+    const subjects = subjectsByPartition(journal, 2).flat();
+    await journal.appendBatch(subjects.map((subject, i) => usage(i + 1, subject, T0 - i)));
+    const deliveries = await journal.claim(billing, { maxEvents: 100, leaseMs: 1000, now: T0 });
+    expect(deliveries.length).toBe(8);
+    for (const delivery of deliveries.slice(0, 5)) await journal.quarantine(delivery.id, "malformed");
+    expect(await journal.stats(billing)).toMatchObject({ pending: 0, inFlight: 3, quarantined: 5, oldestPendingAgeMs: null });
+    const seen: string[] = [];
+    let after: string | null = null;
+    let pages = 0;
+    do {
+      const page = await journal.listQuarantined(billing, { limit: 2, after });
+      seen.push(...page.items.map((item) => item.event.id));
+      after = page.nextCursor;
+      pages++;
+    } while (after !== null && pages < 10);
+    expect(seen.sort()).toEqual(deliveries.slice(0, 5).map((d) => d.id.event).sort());
+    expect(pages).toBe(3);
+    const one = deliveries[0]!.event;
+    const found = await journal.listQuarantined(billing, { query: `acme/${one.orderingKey.subject}` });
+    expect(found.items.map((item) => item.event.id)).toEqual([one.id]);
+    await expect(journal.listQuarantined(billing, { after: "q1.3" })).rejects.toMatchObject({ code: "invalid_argument", argument: "after" });
+  });
+
+  it("applies capacity per partition", async () => {
+    const { journal } = fresh(4, { ...ROOMY, maxEvents: 1 });
+    const byPartition = subjectsByPartition(journal, 2);
+    const [a1, a2] = byPartition[0]!;
+    const [b1] = byPartition[1]!;
+    expect(await journal.append(usage(1, a1!))).toEqual({ status: "accepted", position: 1 });
+    expect(await journal.append(usage(2, b1!))).toEqual({ status: "accepted", position: 1 });
+    await expect(journal.append(usage(3, a2!))).rejects.toMatchObject({ code: "at_capacity", pending: 1 });
+    expect((await journal.stats(billing)).capacity.maxEvents).toBe(1);
+  });
+
+  it("a claim smaller than P still reaches every partition in turn", async () => {
+    const { journal } = fresh(4);
+    const subjects = subjectsByPartition(journal, 1).flat();
+    await journal.appendBatch(subjects.map((subject, i) => usage(i + 1, subject)));
+    const handed: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const [delivery] = await journal.claim(billing, { maxEvents: 1, leaseMs: 1000, now: T0 });
+      expect(delivery).toBeDefined();
+      handed.push(delivery!.event.orderingKey.subject);
+    }
+    expect(handed.sort()).toEqual([...subjects].sort());
+  });
+
+  it("reports a failing object as a typed, retryable backend error and recreates the stub", async () => {
+    let gets = 0;
+    const failing: PartitionNamespace = {
+      idFromName: (name: string) => name,
+      get: () => {
+        gets++;
+        return {
+          append: () => Promise.reject(Object.assign(new Error("Durable Object reset because its code was updated."), { retryable: true })),
+          stats: () => Promise.reject(Object.assign(new Error("Durable Object is overloaded."), { overloaded: true, retryable: true })),
+        };
+      },
+    };
+    const journal = new PartitionedJournal(failing, { name: "usage", partitions: 1 });
+    const error: unknown = await journal.append(usage(1, "user-1")).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BackendError);
+    expect(error).toMatchObject({ code: "backend", retryable: true });
+    expect((error as BackendError).cause).toBeInstanceOf(DurableObjectEngineError);
+    await expect(journal.stats(billing)).rejects.toMatchObject({ code: "backend", retryable: false });
+    expect(gets).toBe(2);
+  });
+});
