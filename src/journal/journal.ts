@@ -205,6 +205,7 @@ class EngineJournal implements UsageJournal {
     const now = this.clock();
     return this.run("readwrite", async (work) => {
       await work.prune(now, OPPORTUNISTIC_PRUNE_LIMIT);
+      await work.readAheadForAppend(checked.filter((event): event is UsageEvent => !(event instanceof JournalError)));
       const results: BatchAppendResult[] = [];
       for (const event of checked) {
         const outcome = event instanceof JournalError ? event : await work.append(event);

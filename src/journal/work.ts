@@ -34,6 +34,7 @@ import {
 } from "./layout.js";
 import type { AppendResult, Attempt, AttemptOutcome, Capacity, Delivery, PoisonReason, UsageEvent } from "./types.js";
 import { EventConflictError } from "./errors.js";
+import { readAhead } from "./read-ahead.js";
 
 const EMPTY_META: MetaRow = { version: 1, next: 1, stored: 0, dropped: 0, consumers: [], auditSeq: 0 };
 const EMPTY_CONSUMER: ConsumerRow = { unfinished: 0, quarantined: 0, leased: 0 };
@@ -86,7 +87,7 @@ export class Work {
   private readonly dirtyConsumers = new Set<string>();
 
   constructor(
-    readonly tx: EngineTransaction,
+    public tx: EngineTransaction,
     readonly layout: Layout,
     readonly capacity: Capacity,
   ) {}
@@ -132,6 +133,21 @@ export class Work {
     for (const consumer of this.dirtyConsumers) this.tx.put(this.layout.consumer(consumer), this.consumers.get(consumer));
     this.metaDirty = false;
     this.dirtyConsumers.clear();
+  }
+
+  /**
+   * Read, together, what appending these events will look up one by one (their
+   * request ids and, per consumer, their keys' head rows), so an engine with
+   * request round trips waits once instead of per event.
+   */
+  async readAheadForAppend(events: readonly UsageEvent[]): Promise<void> {
+    const consumers = (await this.meta()).consumers;
+    const keys: Key[] = [];
+    for (const event of events) {
+      keys.push(this.layout.id(event.id));
+      for (const consumer of consumers) keys.push(this.layout.head(consumer, event.orderingKey.namespace, event.orderingKey.subject));
+    }
+    this.tx = await readAhead(this.tx, keys);
   }
 
   // ---- plain reads -------------------------------------------------------------
