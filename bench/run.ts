@@ -4,10 +4,15 @@
  * Speed goals live here, never in unit tests.
  *
  * `BENCH_QUICK=1` runs smaller sizes (a smoke run; the file says so).
+ * `BENCH_RUNTIMES=0` skips the real-runtime benchmarks (Chromium, workerd),
+ * which run as child processes and print their own markdown sections.
  */
 import { writeFileSync } from "node:fs";
 import os from "node:os";
+import { spawnSync } from "node:child_process";
 import { claimCost, pipeline } from "./journal-memory.js";
+import { orderedBenchTable } from "./ordered-memory.js";
+import { storageBenchTable } from "./storage-memory.js";
 
 const quick = process.env.BENCH_QUICK === "1";
 
@@ -64,9 +69,31 @@ async function main(): Promise<void> {
     "",
   );
 
+  lines.push(await storageBenchTable(quick ? 2_000 : 20_000), "");
+  lines.push("### OrderedIndex: listDue over records with 1% due", "", await orderedBenchTable(quick ? 20_000 : 100_000), "");
+
+  if (process.env.BENCH_RUNTIMES !== "0") {
+    lines.push(runtimeSection("npx", ["tsx", "bench/indexeddb-browser.ts"], "## Usage journal over the IndexedDB engine"));
+    lines.push(runtimeSection("npx", ["vitest", "run", "-c", "bench/durable-objects/vitest.config.ts"], "## Durable Objects adapter"));
+  }
+
   const text = [...header, ...lines].join("\n");
   writeFileSync(new URL("../BENCHMARKS.md", import.meta.url), text);
   console.log(text);
+}
+
+/** Run a real-runtime benchmark and keep the markdown it prints from `heading` on. */
+function runtimeSection(command: string, args: string[], heading: string): string {
+  const run = spawnSync(command, args, { encoding: "utf8", env: { ...process.env, WRANGLER_SEND_METRICS: "false" }, maxBuffer: 64 * 2 ** 20 });
+  const output = `${run.stdout ?? ""}`;
+  const start = output.indexOf(heading);
+  if (run.status !== 0 || start < 0) {
+    return `${heading}\n\nNot measured in this run: \`${command} ${args.join(" ")}\` exited with ${String(run.status)}.\n`;
+  }
+  // Keep the section, without the test runner's own lines after it.
+  const section = output.slice(start).split("\n");
+  const end = section.findIndex((line, i) => i > 0 && /^\s*(✓|×|Test Files|stdout \||\x1b)/u.test(line));
+  return `${(end > 0 ? section.slice(0, end) : section).join("\n").trimEnd()}\n`;
 }
 
 await main();
