@@ -28,6 +28,7 @@
 export { durableObjectEngine, MAX_BOUND_PARAMETERS, MAX_ROW_BYTES, SCHEMA_VERSION, type DurableObjectStorageHandle, type SqlHandle } from "./engine.js";
 export { DurableObjectEngineError, type DurableObjectEngineErrorCode } from "./errors.js";
 export { JournalPartition, type PartitionConfig } from "./partition.js";
+export { StoreObject, type StoreObjectEnv, type StoreOutcome, type StoreWireError, type StoreLeaseGrant } from "./store-object.js";
 export { PartitionedJournal, MAX_PARTITIONS, type PartitionedJournalOptions, type PartitionNamespace, type PartitionStub } from "./partitioned-journal.js";
 export { partitionOf, fnv1a32 } from "./hash.js";
 export type { Engine } from "../../src/engine.js";

@@ -4,6 +4,7 @@
  * over the journal is a later piece of work; until then `fetch` answers 404.
  */
 export { JournalPartition } from "./partition.js";
+export { StoreObject } from "./store-object.js";
 
 export default {
   fetch(): Response {

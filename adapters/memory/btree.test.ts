@@ -145,6 +145,27 @@ describe("BTree", () => {
     expect(fromUp).toEqual(["0105", "0104", "0103"]);
   });
 
+  it("appends above the largest key after deletions left stale separators above it, and refuses a duplicate of the largest key", () => {
+    const tree = new BTree<Item>(4);
+    const enc = (i: number): string => String(i).padStart(4, "0");
+    for (let i = 0; i < 400; i += 2) tree.insert({ enc: enc(i), n: i });
+    // Delete the upper half: separators above the new largest key may stay behind.
+    for (let i = 398; i >= 200; i -= 2) expect(tree.delete(enc(i))?.n).toBe(i);
+    tree.check();
+    expect(tree.insert({ enc: enc(198), n: -1 })).toBe(false);
+    // Odd keys above the largest one, then ascending past the old range.
+    for (let i = 199; i < 600; i += 2) expect(tree.insert({ enc: enc(i), n: i })).toBe(true);
+    tree.check();
+    // And keys inside the range still take the searching path.
+    for (let i = 1; i < 199; i += 2) expect(tree.insert({ enc: enc(i), n: i })).toBe(true);
+    tree.check();
+    const all: string[] = [];
+    tree.scan(undefined, false, undefined, false, false, Infinity, (item) => all.push(item.enc));
+    // Every key up to 198, then the odd ones from 199 to 599.
+    const expected = [...Array.from({ length: 199 }, (_, i) => i), ...Array.from({ length: 201 }, (_, i) => 199 + 2 * i)].map(enc);
+    expect(all).toEqual(expected);
+  });
+
   it("refuses a capacity below 4", () => {
     expect(() => new BTree<Item>(3)).toThrow(RangeError);
     expect(() => new BTree<Item>(4.5)).toThrow(RangeError);

@@ -7,9 +7,11 @@
  * - Items are unique by their `enc` string and kept in JavaScript string order
  *   (UTF-16 code units).
  * - `insert` and `delete` cost O(log n) node visits (each node visit costs
- *   O(capacity) for the array shift inside the node); `scan` costs
- *   O(log n + k) for k visited items, in either direction, by following the
- *   doubly linked leaf level.
+ *   O(capacity) for the array shift inside the node, done in place: no
+ *   allocation unless a node splits); `scan` costs O(log n + k) for k visited
+ *   items, in either direction, by following the doubly linked leaf level.
+ *   Inserting a key above every present key (ascending loads) compares it with
+ *   the largest key only.
  * - The tree stays balanced: every leaf sits at the same depth, and every node
  *   except the root holds between `floor(capacity / 2)` and `capacity`
  *   entries (deletion borrows from or merges with a sibling), so the height is
@@ -70,6 +72,28 @@ function upperBound(keys: readonly string[], k: string): number {
     else hi = mid;
   }
   return lo;
+}
+
+/**
+ * Insert `value` at `pos` of `array` in place (no result array, unlike
+ * `splice`, which allocates one on every call).
+ */
+function insertAt<V>(array: V[], pos: number, value: V): void {
+  let i = array.length;
+  if (i === pos) {
+    array.push(value);
+    return;
+  }
+  array.push(array[i - 1]!);
+  for (i--; i > pos; i--) array[i] = array[i - 1]!;
+  array[pos] = value;
+}
+
+/** Remove the element at `pos` of `array` in place (no result array, unlike `splice`). */
+function removeAt<V>(array: V[], pos: number): void {
+  const last = array.length - 1;
+  for (let i = pos; i < last; i++) array[i] = array[i + 1]!;
+  array.pop();
 }
 
 /** Index of the first key `>= k`. */
@@ -152,24 +176,39 @@ export class BTree<T extends Keyed> {
     const pathIndexes = this.pathIndexes;
     let depth = 0;
     let node = this.root;
+    // Fast path for ascending inserts: a key above every key of the tree goes
+    // to the end of the rightmost leaf, which the rightmost spine reaches
+    // without a comparison (every separator on it is at most the largest key,
+    // so the search below would take the same way).
     while (!node.isLeaf) {
-      const i = upperBound(node.keys, k);
+      const i = node.children.length - 1;
       pathNodes[depth] = node;
       pathIndexes[depth] = i;
       depth++;
       node = node.children[i]!;
     }
-    const keys = node.keys;
-    const items = node.items;
-    const pos = lowerBound(keys, k);
-    if (keys[pos] === k) return false;
-    if (pos === keys.length) {
-      keys.push(k);
-      items.push(item);
-    } else {
-      keys.splice(pos, 0, k);
-      items.splice(pos, 0, item);
+    let keys = node.keys;
+    let pos = keys.length;
+    if (pos === 0 || !(k > keys[pos - 1]!)) {
+      depth = 0;
+      node = this.root;
+      while (!node.isLeaf) {
+        const i = upperBound(node.keys, k);
+        pathNodes[depth] = node;
+        pathIndexes[depth] = i;
+        depth++;
+        node = node.children[i]!;
+      }
+      keys = node.keys;
+      pos = lowerBound(keys, k);
+      if (keys[pos] === k) {
+        pathNodes.length = 0;
+        return false;
+      }
     }
+    const items = node.items;
+    insertAt(keys, pos, k);
+    insertAt(items, pos, item);
     this.count++;
     if (keys.length <= this.max) return true;
 
@@ -187,8 +226,8 @@ export class BTree<T extends Keyed> {
       depth--;
       const parent = pathNodes[depth]!;
       const i = pathIndexes[depth]!;
-      parent.keys.splice(i, 0, separator);
-      parent.children.splice(i + 1, 0, newChild);
+      insertAt(parent.keys, i, separator);
+      insertAt(parent.children, i + 1, newChild);
       if (parent.keys.length <= this.max) {
         pathNodes.length = 0;
         return true;
@@ -225,13 +264,8 @@ export class BTree<T extends Keyed> {
       return undefined;
     }
     const found = node.items[pos]!;
-    if (pos === keys.length - 1) {
-      keys.pop();
-      node.items.pop();
-    } else {
-      keys.splice(pos, 1);
-      node.items.splice(pos, 1);
-    }
+    removeAt(keys, pos);
+    removeAt(node.items, pos);
     this.count--;
 
     // Restore the minimum occupancy bottom-up.
@@ -278,15 +312,15 @@ export class BTree<T extends Keyed> {
         for (const item of node.items) l.items.push(item);
         l.next = node.next;
         if (node.next !== null) node.next.prev = l;
-        parent.keys.splice(i - 1, 1);
-        parent.children.splice(i, 1);
+        removeAt(parent.keys, i - 1);
+        removeAt(parent.children, i);
       } else if (r !== undefined) {
         for (const k of r.keys) node.keys.push(k);
         for (const item of r.items) node.items.push(item);
         node.next = r.next;
         if (r.next !== null) r.next.prev = node;
-        parent.keys.splice(i, 1);
-        parent.children.splice(i + 1, 1);
+        removeAt(parent.keys, i);
+        removeAt(parent.children, i + 1);
       }
       return;
     }
@@ -307,14 +341,14 @@ export class BTree<T extends Keyed> {
       l.keys.push(parent.keys[i - 1]!);
       for (const k of node.keys) l.keys.push(k);
       for (const c of node.children) l.children.push(c);
-      parent.keys.splice(i - 1, 1);
-      parent.children.splice(i, 1);
+      removeAt(parent.keys, i - 1);
+      removeAt(parent.children, i);
     } else if (r !== undefined) {
       node.keys.push(parent.keys[i]!);
       for (const k of r.keys) node.keys.push(k);
       for (const c of r.children) node.children.push(c);
-      parent.keys.splice(i, 1);
-      parent.children.splice(i + 1, 1);
+      removeAt(parent.keys, i);
+      removeAt(parent.children, i + 1);
     }
   }
 

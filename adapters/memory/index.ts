@@ -5,9 +5,9 @@
  * server-side code use when nothing has to outlive the process, and the engine
  * under the throughput benchmark. It promises the whole {@link Engine}
  * contract (checked by `isostore/testing` and by this directory's tests):
- * - ordered tuple keys, O(1) point reads, O(log n) writes and O(log n + k)
- *   scans of k entries (a key map beside a B+ tree of order-preserving key
- *   encodings);
+ * - ordered tuple keys, O(1) point reads and overwrites (O(key length)),
+ *   O(log n) inserts and deletes and O(log n + k) scans of k entries (a map of
+ *   tuple keys beside a B+ tree of order-preserving key encodings);
  * - serialized transactions (one body at a time, in call order) that see
  *   their own writes and roll back completely when the body throws, rejects,
  *   or makes a call that fails (invalid key, write in a "readonly"
@@ -34,9 +34,10 @@ export type MemoryEngineOptions = Record<never, never>;
  * Values are stored and returned by reference, never cloned: `get` and `scan`
  * hand back the very object that was `put`. That is safe because the core
  * never mutates a value after `put` or `get`; code that uses the engine
- * directly must keep that promise too. Keys are copied on `put`; the entries
- * a scan returns are shared with the engine and must be treated as read-only
- * (as their `readonly` types say).
+ * directly must keep that promise too. Keys are copied when they enter the
+ * store (reusing a key array after `put` changes nothing); the key arrays of
+ * the entries a scan returns are shared with the engine and with later scans,
+ * and must be treated as read-only (as their `readonly` types say).
  *
  * Transactions run one at a time in call order, so a body must not await
  * anything but its own transaction's calls, and must not call `transact` on

@@ -180,6 +180,20 @@ describe("key encoding", () => {
     expect(encodeKey([long]) < a).toBe(true);
   });
 
+  it("encodes long strings that need escaping (beyond one fromCharCode chunk) in order, the same through the cache or not", () => {
+    const escaped = "\uffff\u0000".repeat(3_000); // 15,000 escaped code units
+    const a = encodeKey(["p" + escaped, 1]);
+    const b = encodeKey(["p" + escaped + "\u0000"]);
+    const c = encodeKey(["p" + escaped + "\u0001"]);
+    expect(a.length).toBe(1 + 1 + 3_000 * 5 + 1 + 9);
+    expect(a < b && b < c).toBe(true);
+    for (const s of ["\u0000", "a\u0001b", "\u00ff", "x".repeat(30), "short"]) {
+      // The first call may fill the cache, the second reads it.
+      expect(encodeKey([s])).toBe(encodeKeyPart(s));
+      expect(encodeKey([s])).toBe(encodeKeyPart(s));
+    }
+  });
+
   it("concatenates element encodings", () => {
     const k: Key = ["a", 1, "\u0000\uffff", -2.5];
     expect(encodeKey(k)).toBe(k.map(encodeKeyPart).join(""));

@@ -32,6 +32,15 @@
  *   codes are prefix-free and ordered like the code units, and the terminator
  *   sorts below all of them, so a string sorts before its extensions.
  *
+ * Cost: a string element whose code units all lie in 0x02..0xFE (the common
+ * case: identifiers, ids, names) is the string itself between tag and
+ * terminator, assembled by concatenation after one scan of its code units (and
+ * taken from a small cache when the string is short); a number takes one
+ * `String.fromCharCode` call. No scratch array is involved. Other strings take
+ * a slower escaping path. The result is a concatenation ("cons") string: V8
+ * flattens it in place the first time it is compared (in the tree), which
+ * costs what flattening it here would.
+ *
  * The encoding is internal to the memory engine: it is never persisted, and may
  * change between versions.
  */
@@ -49,56 +58,86 @@ const STRING_TAG = 0x02;
 const PREFIX_END = String.fromCharCode(0x03);
 /** Ends a string element; below every encoded code unit. */
 const STRING_TERMINATOR = 0x00;
+/** Escape of a code unit below 0x02: `[ESCAPE_LOW, c + 1]`. */
+const ESCAPE_LOW = 0x01;
+/** Escape of a code unit of 0xFF or more: `[ESCAPE_HIGH, c >> 8, c & 0xFF]`. */
+const ESCAPE_HIGH = 0xff;
 
 /** Largest number of arguments passed to one `String.fromCharCode` call. */
 const CHUNK = 8192;
 
-// Scratch space: the float64 being encoded, and the code units of the key
-// being encoded (reused, so that encoding allocates only the result string).
+// The pieces a plain string element is assembled from.
+const OPEN = String.fromCharCode(STRING_TAG);
+const CLOSE = String.fromCharCode(STRING_TERMINATOR);
+
+// Scratch space: the float64 being encoded, and, on the escaping path only,
+// code units.
 const float64View = new DataView(new ArrayBuffer(8));
 const float64Bytes = new Uint8Array(float64View.buffer);
 const codes: number[] = [];
 
 /**
- * Append one finite number: its tag and 8 bytes of order-preserving float64
- * bits. `-0` is encoded like `0` because {@link compareKeyParts} treats them
- * as equal.
+ * Whether every code unit of `s` lies in 0x02..0xFE, so that its encoding is
+ * the string itself between tag and terminator.
  */
-function pushNumber(n: number): void {
+function isPlain(s: string): boolean {
+  const n = s.length;
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x02 || c >= 0xff) return false;
+  }
+  return true;
+}
+
+/**
+ * Encode one finite number: its tag and 8 bytes of order-preserving float64
+ * bits, in one `String.fromCharCode` call. `-0` is encoded like `0` because
+ * {@link compareKeyParts} treats them as equal.
+ */
+function encodeNumber(n: number): string {
   float64View.setFloat64(0, n === 0 ? 0 : n); // big-endian
   const b = float64Bytes;
-  if (b[0]! >= 0x80) {
-    // Negative: flip every bit, so that larger magnitudes sort first.
-    codes.push(
-      NUMBER_TAG,
-      255 - b[0]!,
-      255 - b[1]!,
-      255 - b[2]!,
-      255 - b[3]!,
-      255 - b[4]!,
-      255 - b[5]!,
-      255 - b[6]!,
-      255 - b[7]!,
-    );
-  } else {
+  const b0 = b[0]!;
+  if (b0 < 0x80) {
     // Non-negative: set the sign bit, so that it sorts above every negative.
-    codes.push(NUMBER_TAG, b[0]! | 0x80, b[1]!, b[2]!, b[3]!, b[4]!, b[5]!, b[6]!, b[7]!);
+    return String.fromCharCode(NUMBER_TAG, b0 | 0x80, b[1]!, b[2]!, b[3]!, b[4]!, b[5]!, b[6]!, b[7]!);
   }
+  // Negative: flip every bit, so that larger magnitudes sort first.
+  return String.fromCharCode(
+    NUMBER_TAG,
+    255 - b0,
+    255 - b[1]!,
+    255 - b[2]!,
+    255 - b[3]!,
+    255 - b[4]!,
+    255 - b[5]!,
+    255 - b[6]!,
+    255 - b[7]!,
+  );
 }
 
-/** Append one string: its tag, its escaped code units and the terminator. */
-function pushString(s: string): void {
-  codes.push(STRING_TAG);
-  for (let i = 0; i < s.length; i++) {
+/** Encode a whole string element (tag, escaped code units, terminator): the general path. */
+function encodeEscapedString(s: string): string {
+  const n = s.length;
+  let plain = 0;
+  while (plain < n) {
+    const c = s.charCodeAt(plain);
+    if (c < 0x02 || c >= 0xff) break;
+    plain++;
+  }
+  // Keep the plain run [0, plain) as it is, escape from there on.
+  codes.length = 0;
+  for (let i = plain; i < n; i++) {
     const c = s.charCodeAt(i);
-    if (c < 0x02) codes.push(0x01, c + 1);
+    if (c < 0x02) codes.push(ESCAPE_LOW, c + 1);
     else if (c < 0xff) codes.push(c);
-    else codes.push(0xff, c >> 8, c & 0xff);
+    else codes.push(ESCAPE_HIGH, c >> 8, c & 0xff);
   }
   codes.push(STRING_TERMINATOR);
+  return OPEN + s.slice(0, plain) + takeCodes();
 }
 
-/** Turn the scratch code units into a (flat, one-byte) string and reset them. */
+/** Turn the scratch code units into a (one-byte) string and reset them. */
 function takeCodes(): string {
   let out: string;
   if (codes.length <= CHUNK) {
@@ -118,10 +157,33 @@ function takeCodes(): string {
  * (a string or a finite number).
  */
 export function encodeKeyPart(part: KeyPart): string {
-  codes.length = 0;
-  if (typeof part === "number") pushNumber(part);
-  else pushString(part);
-  return takeCodes();
+  if (typeof part === "number") return encodeNumber(part);
+  return isPlain(part) ? OPEN + part + CLOSE : encodeEscapedString(part);
+}
+
+/**
+ * Element encodings of recently seen short plain strings. Keys repeat their
+ * string elements (namespaces, names, tags) far more often than they invent
+ * new ones, and a `Map` lookup of a string (whose hash V8 caches in the
+ * string) costs less than scanning and concatenating it. Bounded: it is
+ * emptied when full.
+ */
+const stringCache = new Map<string, string>();
+/** Longest string (in code units) the cache holds. */
+const CACHED_STRING_MAX = 24;
+/** Entries before the cache is emptied. */
+const STRING_CACHE_LIMIT = 4096;
+
+/** The element encoding of string `s`, from the cache when it is short. */
+function encodeStringCached(s: string): string {
+  if (s.length > CACHED_STRING_MAX) return isPlain(s) ? OPEN + s + CLOSE : encodeEscapedString(s);
+  let enc = stringCache.get(s);
+  if (enc === undefined) {
+    enc = isPlain(s) ? OPEN + s + CLOSE : encodeEscapedString(s);
+    if (stringCache.size >= STRING_CACHE_LIMIT) stringCache.clear();
+    stringCache.set(s, enc);
+  }
+  return enc;
 }
 
 /**
@@ -129,22 +191,21 @@ export function encodeKeyPart(part: KeyPart): string {
  * string whose JavaScript ordering is {@link compareKeys} ordering. The empty
  * tuple encodes to `""`, which sorts below every other encoding.
  *
- * The result is built with one `String.fromCharCode` call rather than by
- * concatenation, so that it is a flat string: V8 compares and hashes flat
- * strings faster than concatenation ("cons") strings.
+ * The result is the concatenation of the elements' {@link encodeKeyPart}
+ * encodings: one concatenation per element, the element's encoding coming
+ * from a small cache for short strings.
  *
  * @example
  * encodeKey([1, "a"]) < encodeKey(["a"]); // true: numbers sort before strings
  * encodeKey(["a"]) < encodeKey(["a", 1]); // true: a prefix sorts first
  */
 export function encodeKey(key: Key): string {
-  codes.length = 0;
+  let out = "";
   for (let i = 0; i < key.length; i++) {
     const part = key[i]!;
-    if (typeof part === "number") pushNumber(part);
-    else pushString(part);
+    out += typeof part === "number" ? encodeNumber(part) : encodeStringCached(part);
   }
-  return takeCodes();
+  return out;
 }
 
 /**

@@ -327,6 +327,31 @@ describe("memoryEngine: serialization", () => {
     await expect(second).resolves.toBeUndefined();
   });
 
+  it("settles a long queue in call order, whatever its bodies return or throw", async () => {
+    const engine = memoryEngine();
+    const n = 10_000;
+    const order: number[] = [];
+    const calls = Array.from({ length: n }, (_, i) => {
+      const kind = i % 4;
+      return engine.transact("readwrite", ((tx: EngineTransaction) => {
+        order.push(i);
+        tx.put(["q", i], i);
+        if (kind === 0) throw new Error(`sync ${i}`);
+        if (kind === 1) return i; // not a promise
+        if (kind === 2) return Promise.reject(new Error(`async ${i}`));
+        return tx.get(["q", i]);
+      }) as (tx: EngineTransaction) => Promise<number | undefined>);
+    });
+    const settled = await Promise.allSettled(calls);
+    expect(order).toEqual(Array.from({ length: n }, (_, i) => i));
+    settled.forEach((result, i) => {
+      expect(result.status).toBe(i % 4 === 0 || i % 4 === 2 ? "rejected" : "fulfilled");
+      if (result.status === "fulfilled") expect(result.value).toBe(i);
+    });
+    const kept = await keysOf(engine, { prefix: ["q"] });
+    expect(kept).toEqual(Array.from({ length: n }, (_, i): Key => ["q", i]).filter((_, i) => i % 4 === 1 || i % 4 === 3));
+  });
+
   it("does not run the body inside the transact call itself", async () => {
     const engine = memoryEngine();
     let ran = false;
@@ -562,6 +587,33 @@ describe("memoryEngine: values and keys", () => {
       key[1] = 2;
     });
     expect(await scanAll(engine)).toEqual([{ key: ["a", 1], value: "v" }]);
+  });
+
+  it("keeps the key of the latest put across 0 / -0 overwrites, and restores it on rollback", async () => {
+    const engine = memoryEngine();
+    await engine.transact("readwrite", async (tx) => tx.put(["z", -0], "minus"));
+    await engine.transact("readwrite", async (tx) => tx.put(["z", 0], "plus"));
+    let [entry] = await scanAll(engine);
+    expect(Object.is(entry!.key[1], 0)).toBe(true);
+    await expect(
+      engine.transact("readwrite", async (tx) => {
+        tx.put(["z", -0], "minus again");
+        throw new Error("undo");
+      }),
+    ).rejects.toThrow("undo");
+    [entry] = await scanAll(engine);
+    expect(entry).toEqual({ key: ["z", 0], value: "plus" });
+    expect(Object.is(entry!.key[1], 0)).toBe(true);
+  });
+
+  it("returns keys from scans that are not the caller's arrays", async () => {
+    const engine = memoryEngine();
+    const key: Key = ["a", 1];
+    await engine.transact("readwrite", async (tx) => tx.put(key, "v"));
+    await engine.transact("readwrite", async (tx) => tx.put(key, "w"));
+    const [entry] = await scanAll(engine);
+    expect(entry!.key).not.toBe(key);
+    expect(entry).toEqual({ key: ["a", 1], value: "w" });
   });
 
   it("does not change entries a scan already returned when the key is overwritten", async () => {

@@ -35,9 +35,14 @@ import { throwIfAborted, type CallOptions, type PlatformAbortSignal } from "./op
 import { checkCount, transact } from "./transaction.js";
 import { newAbortController, type SignalSource } from "./web.js";
 
-/** Timers, injected so leases run on virtual time in tests. Defaults to the global timers. */
+/**
+ * Timers, injected so leases run on virtual time in tests. Defaults to the
+ * global timers. A callback may return the promise of the work it started
+ * (a renewal), so a virtual scheduler can wait for that work before it moves
+ * the clock on; real timers ignore it.
+ */
 export interface Scheduler {
-  setTimeout(callback: () => void, ms: number): unknown;
+  setTimeout(callback: () => unknown, ms: number): unknown;
   clearTimeout(handle: unknown): void;
 }
 
@@ -93,7 +98,7 @@ export interface LeaserOptions {
 
 function globalScheduler(): Scheduler {
   const host = globalThis as unknown as { setTimeout: (callback: () => void, ms: number) => unknown; clearTimeout: (handle: unknown) => void };
-  return { setTimeout: (callback, ms) => host.setTimeout(callback, ms), clearTimeout: (handle) => host.clearTimeout(handle) };
+  return { setTimeout: (callback, ms) => host.setTimeout(() => void callback(), ms), clearTimeout: (handle) => host.clearTimeout(handle) };
 }
 
 /**
@@ -187,7 +192,8 @@ class HeldLease implements Lease {
 
   private schedule(): void {
     const delay = Math.max(0, Math.min(this.config.renewEveryMs, this.expiresAt - this.config.clock()));
-    this.timer = this.config.scheduler.setTimeout(() => void this.tick(), delay);
+    // tick() never rejects (renewal failures go to onRenewError), so handing its promise to the scheduler is safe.
+    this.timer = this.config.scheduler.setTimeout(() => this.tick(), delay);
   }
 
   /** Renew, or give up when the expiry passed or the row names someone else. Never throws. */

@@ -367,7 +367,9 @@ function leaseWorld(label: string, engine: Engine): LeaseWorld {
 
 function track(world: LeaseWorld, lease: Lease): void {
   const entry = { lease, aborts: 0 };
-  lease.signal.addEventListener("abort", () => (entry.aborts += 1));
+  lease.signal.addEventListener("abort", () => {
+    entry.aborts += 1;
+  });
   world.leases.push(entry);
 }
 

@@ -209,7 +209,9 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
     ex("lease: the signal aborts once on release, with LeaseLostError; release is idempotent", async ({ store }) => {
       const lease = await store.leaser.acquire("job");
       let aborts = 0;
-      lease.signal.addEventListener("abort", () => aborts++);
+      lease.signal.addEventListener("abort", () => {
+        aborts++;
+      });
       await lease.release();
       await lease.release();
       expectEqual(aborts, 1, "abort events");

@@ -18,7 +18,7 @@ export interface VirtualScheduler extends Scheduler {
 interface Timer {
   readonly id: number;
   readonly at: number;
-  readonly callback: () => void;
+  readonly callback: () => unknown;
 }
 
 /** Let promise chains started by a timer settle (engine calls included): a few macrotask turns. */
@@ -57,7 +57,9 @@ export function virtualScheduler(time: VirtualClock): VirtualScheduler {
         if (due === undefined) break;
         timers = timers.filter((timer) => timer !== due);
         time.now = Math.max(time.now, due.at);
-        due.callback();
+        // Wait for the work the timer started (a renewal transaction), however
+        // long the engine takes to commit, before the clock moves on.
+        await due.callback();
         await settle();
       }
       time.now = target;
