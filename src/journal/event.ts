@@ -149,6 +149,17 @@ function jsonProblem(value: unknown, depth: number): string | null {
   return `holds a value of type ${typeof value}`;
 }
 
+/**
+ * Events this module built: deeply frozen and canonical, so checking one again
+ * at a journal's boundary can be skipped (it cannot have changed since).
+ */
+const built = new WeakSet<object>();
+
+function remember(event: UsageEvent): UsageEvent {
+  built.add(event);
+  return event;
+}
+
 function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === "object") {
     for (const item of Object.values(value)) deepFreeze(item);
@@ -215,12 +226,12 @@ export function createUsageEvent(observed: ObservedRecord): UsageEvent {
     throw new InvalidEventError(requestId, "observed_at", "`observedAt` must be a non-negative integer of epoch milliseconds");
   }
   const data = JSON.parse(canonical) as JsonValue;
-  return deepFreeze({
+  return remember(deepFreeze({
     id: requestId,
     orderingKey: { namespace, subject },
     record: { requestId, namespace, subject, data },
     observedAt,
-  });
+  }));
 }
 
 /**
@@ -231,6 +242,7 @@ export function checkUsageEvent(event: UsageEvent): UsageEvent {
   if (event === null || typeof event !== "object") {
     throw new InvalidEventError("", "record", "a usage event must be an object");
   }
+  if (built.has(event)) return event;
   const checked = createUsageEvent({ record: event.record, observedAt: event.observedAt });
   if (event.id !== checked.id) {
     throw new InvalidEventError(String(event.id), "request_id", "the event id must equal the record's request id");

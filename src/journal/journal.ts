@@ -326,11 +326,15 @@ class EngineJournal implements UsageJournal {
       const lapsed = await work.tx.scan({ prefix: leasedPrefix, upper: [...leasedPrefix, now, Number.MAX_VALUE] });
       const inFlight = row.leased - lapsed.length;
       let oldestPendingAgeMs: number | null = null;
-      await work.walk<UnfinishedRow>({ prefix: work.layout.unfinishedAll(id) }, (entry) => {
-        if (inFlightAt(entry.value, now)) return true;
-        oldestPendingAgeMs = Math.max(0, now - entry.value.observedAt);
-        return false;
-      });
+      await work.walk<UnfinishedRow>(
+        { prefix: work.layout.unfinishedAll(id) },
+        (entry) => {
+          if (inFlightAt(entry.value, now)) return true;
+          oldestPendingAgeMs = Math.max(0, now - entry.value.observedAt);
+          return false;
+        },
+        4,
+      );
       return { pending: row.unfinished - inFlight, inFlight, quarantined: row.quarantined, oldestPendingAgeMs, ...base };
     });
   }

@@ -38,7 +38,7 @@ import { readAhead } from "./read-ahead.js";
 
 const EMPTY_META: MetaRow = { version: 1, next: 1, stored: 0, dropped: 0, consumers: [], auditSeq: 0 };
 const EMPTY_CONSUMER: ConsumerRow = { unfinished: 0, quarantined: 0, leased: 0 };
-/** How many index entries one engine scan fetches while walking. */
+/** The most index entries one engine scan fetches while walking. */
 const CHUNK = 64;
 
 /** The last element of a key (positions are always last). */
@@ -173,9 +173,16 @@ export class Work {
   }
 
   /** Walk a range in chunks, stopping when `visit` returns false. */
-  async walk<V>(range: { prefix: Key; lower?: Key; lowerOpen?: boolean; upper?: Key }, visit: (entry: Entry<V>) => Promise<boolean> | boolean): Promise<void> {
+  async walk<V>(
+    range: { prefix: Key; lower?: Key; lowerOpen?: boolean; upper?: Key },
+    visit: (entry: Entry<V>) => Promise<boolean> | boolean,
+    firstChunk: number = CHUNK,
+  ): Promise<void> {
     let lower = range.lower;
     let lowerOpen = range.lowerOpen ?? false;
+    // Walks that usually stop at once start small and grow, so the common case
+    // reads one or two entries rather than a full chunk.
+    let chunk = firstChunk;
     for (;;) {
       const entries = await this.tx.scan<V>(
         {
@@ -183,14 +190,15 @@ export class Work {
           ...(lower ? { lower, lowerOpen } : {}),
           ...(range.upper ? { upper: range.upper } : {}),
         },
-        { limit: CHUNK },
+        { limit: chunk },
       );
       for (const entry of entries) {
         if (!(await visit(entry))) return;
       }
-      if (entries.length < CHUNK) return;
+      if (entries.length < chunk) return;
       lower = entries[entries.length - 1]!.key;
       lowerOpen = true;
+      chunk = Math.min(CHUNK, chunk * 4);
     }
   }
 
@@ -245,12 +253,16 @@ export class Work {
   ): Promise<{ position: number; row: UnfinishedRow } | null> {
     const prefix = this.layout.keyEvents(key.namespace, key.subject);
     let found: { position: number; row: UnfinishedRow } | null = null;
-    await this.walk({ prefix, lower: [...prefix, done], lowerOpen: true }, async (entry) => {
-      const position = lastPart(entry.key);
-      const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
-      if (row) found = { position, row };
-      return found === null;
-    });
+    await this.walk(
+      { prefix, lower: [...prefix, done], lowerOpen: true },
+      async (entry) => {
+        const position = lastPart(entry.key);
+        const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
+        if (row) found = { position, row };
+        return found === null;
+      },
+      2,
+    );
     return found;
   }
 
