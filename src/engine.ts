@@ -152,3 +152,29 @@ export function assertValidKey(key: unknown): asserts key is Key {
     throw new InvalidKeyError(`an engine key element must be a string or a finite number, got ${String(part)}`);
   }
 }
+
+/**
+ * The error {@link assertValidKey} throws for `key`: for engines that test keys
+ * with a faster check first and only build the error on the slow path.
+ */
+export function invalidKeyError(key: unknown): InvalidKeyError {
+  try {
+    assertValidKey(key);
+  } catch (error) {
+    if (error instanceof InvalidKeyError) return error;
+    throw error;
+  }
+  return new InvalidKeyError("an engine key must be a non-empty array of strings and numbers");
+}
+
+/**
+ * Check a scan `limit`: absent means unbounded (`Infinity`), otherwise it must
+ * be a positive integer. `label` prefixes the RangeError's message (the engine's name).
+ */
+export function checkScanLimit(limit: unknown, label = ""): number {
+  if (limit === undefined) return Infinity;
+  if (typeof limit !== "number" || !Number.isInteger(limit) || limit <= 0) {
+    throw new RangeError(`${label}scan limit must be a positive integer, got ${typeof limit === "number" ? String(limit) : typeof limit}`);
+  }
+  return limit;
+}

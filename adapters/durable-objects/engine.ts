@@ -41,6 +41,7 @@
  *   ({@link MIGRATIONS}), run when the engine is created.
  */
 import {
+  checkScanLimit,
   assertValidKey,
   InvalidKeyError,
   type Engine,
@@ -113,14 +114,6 @@ interface Pending {
   readonly key: Key;
   readonly value: unknown;
   readonly stored: StoredValue | null;
-}
-
-function checkLimit(limit: unknown): number {
-  if (limit === undefined) return Infinity;
-  if (typeof limit !== "number" || !Number.isInteger(limit) || limit <= 0) {
-    throw new RangeError(`${PREFIX}scan limit must be a positive integer, got ${typeof limit === "number" ? String(limit) : typeof limit}`);
-  }
-  return limit;
 }
 
 /** The interval of encodings a range covers (undefined bound: open-ended). */
@@ -243,7 +236,7 @@ class DurableObjectTransaction implements EngineTransaction {
     let interval: Interval;
     let reverse: boolean;
     try {
-      limit = checkLimit(options?.limit);
+      limit = checkScanLimit(options?.limit, PREFIX);
       reverse = options?.reverse === true;
       interval = intervalOf(range);
     } catch (error) {

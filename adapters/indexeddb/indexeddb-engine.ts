@@ -33,8 +33,9 @@
  * `committed_early` error, because its earlier writes may have committed.
  */
 import {
+  invalidKeyError,
+  checkScanLimit,
   assertValidKey,
-  InvalidKeyError,
   type Engine,
   type EngineTransaction,
   type Entry,
@@ -84,25 +85,6 @@ function isValidKey(key: unknown): key is Key {
     if (typeof part !== "string" && (typeof part !== "number" || !Number.isFinite(part))) return false;
   }
   return true;
-}
-
-/** The error `assertValidKey` throws for `key` (which {@link isValidKey} refused). */
-function invalidKey(key: unknown): unknown {
-  try {
-    assertValidKey(key);
-  } catch (error) {
-    return error;
-  }
-  return new InvalidKeyError("an engine key must be a non-empty array of strings and numbers");
-}
-
-/** Check a scan limit: absent, or a positive integer. */
-function checkLimit(limit: unknown): number | undefined {
-  if (limit === undefined) return undefined;
-  if (typeof limit !== "number" || !Number.isInteger(limit) || limit <= 0) {
-    throw new RangeError(`${PREFIX}scan limit must be a positive integer, got ${typeof limit === "number" ? String(limit) : typeof limit}`);
-  }
-  return limit;
 }
 
 /** The error of a call on a settled transaction's handle. */
@@ -203,7 +185,7 @@ class IndexedDbTransaction implements EngineTransaction {
 
   get<V = unknown>(key: Key): Promise<V | undefined> {
     if (!this.live) throw dead();
-    if (!isValidKey(key)) throw this.fail(invalidKey(key));
+    if (!isValidKey(key)) throw this.fail(invalidKeyError(key));
     let request: IDBRequest;
     try {
       request = this.store.get(idbKey(key));
@@ -216,7 +198,7 @@ class IndexedDbTransaction implements EngineTransaction {
   put(key: Key, value: unknown): void {
     if (!this.live) throw dead();
     if (this.readonly) throw this.fail(readonlyWrite("put"));
-    if (!isValidKey(key)) throw this.fail(invalidKey(key));
+    if (!isValidKey(key)) throw this.fail(invalidKeyError(key));
     try {
       // Not awaited: a failing request aborts the transaction, and transact rejects.
       this.store.put(value, idbKey(key));
@@ -229,7 +211,7 @@ class IndexedDbTransaction implements EngineTransaction {
   delete(key: Key): void {
     if (!this.live) throw dead();
     if (this.readonly) throw this.fail(readonlyWrite("delete"));
-    if (!isValidKey(key)) throw this.fail(invalidKey(key));
+    if (!isValidKey(key)) throw this.fail(invalidKeyError(key));
     try {
       this.store.delete(idbKey(key));
     } catch (error) {
@@ -240,7 +222,8 @@ class IndexedDbTransaction implements EngineTransaction {
   scan<V = unknown>(range: KeyRange, options?: ScanOptions): Promise<Entry<V>[]> {
     if (!this.live) throw dead();
     try {
-      const limit = checkLimit(options?.limit);
+      const bound = checkScanLimit(options?.limit, PREFIX);
+      const limit = bound === Infinity ? undefined : bound;
       const reverse = options?.reverse === true;
       const query = toIdbRange(range, this.platform);
       if (query === null) return NO_ENTRIES;

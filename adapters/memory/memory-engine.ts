@@ -49,8 +49,8 @@
  */
 
 import {
-  assertValidKey,
-  InvalidKeyError,
+  invalidKeyError,
+  checkScanLimit,
   type Engine,
   type EngineTransaction,
   type Entry,
@@ -134,25 +134,6 @@ function checkKey(key: unknown): number {
   return result;
 }
 
-/** The error `assertValidKey` throws for `key` (which {@link checkKey} refused). */
-function invalidKey(key: unknown): unknown {
-  try {
-    assertValidKey(key);
-  } catch (error) {
-    return error;
-  }
-  return new InvalidKeyError("an engine key must be a non-empty array of strings and numbers");
-}
-
-/** Check a scan limit: absent, or a positive integer. */
-function checkLimit(limit: unknown): number {
-  if (limit === undefined) return Infinity;
-  if (typeof limit !== "number" || !Number.isInteger(limit) || limit <= 0) {
-    throw new RangeError(`${PREFIX}scan limit must be a positive integer, got ${typeof limit === "number" ? String(limit) : typeof limit}`);
-  }
-  return limit;
-}
-
 /**
  * The handle of one transaction. Writes go straight to the store and into the
  * undo log; the engine kills the handle (`live = false`) when the body settles.
@@ -173,7 +154,7 @@ class MemoryTransaction implements EngineTransaction {
 
   get<V = unknown>(key: Key): Promise<V | undefined> {
     if (!this.live) throw dead();
-    if (checkKey(key) === INVALID) throw this.fail(invalidKey(key));
+    if (checkKey(key) === INVALID) throw this.fail(invalidKeyError(key));
     const slot = this.store.slots.get(key);
     return slot === undefined ? RESOLVED_UNDEFINED : Promise.resolve(slot.value as V);
   }
@@ -182,7 +163,7 @@ class MemoryTransaction implements EngineTransaction {
     if (!this.live) throw dead();
     if (this.readonly) throw this.fail(readonlyWrite("put"));
     const check = checkKey(key);
-    if (check === INVALID) throw this.fail(invalidKey(key));
+    if (check === INVALID) throw this.fail(invalidKeyError(key));
     try {
       const leaf = this.store.slots.leaf(key);
       const last = key[key.length - 1]!;
@@ -208,7 +189,7 @@ class MemoryTransaction implements EngineTransaction {
   delete(key: Key): void {
     if (!this.live) throw dead();
     if (this.readonly) throw this.fail(readonlyWrite("delete"));
-    if (checkKey(key) === INVALID) throw this.fail(invalidKey(key));
+    if (checkKey(key) === INVALID) throw this.fail(invalidKeyError(key));
     try {
       const slot = this.store.slots.delete(key);
       if (slot === undefined) return;
@@ -222,7 +203,7 @@ class MemoryTransaction implements EngineTransaction {
   scan<V = unknown>(range: KeyRange, options?: ScanOptions): Promise<Entry<V>[]> {
     if (!this.live) throw dead();
     try {
-      const limit = checkLimit(options?.limit);
+      const limit = checkScanLimit(options?.limit, PREFIX);
       const reverse = options?.reverse === true;
       // Intersect the prefix and the lower/upper bounds into one interval of
       // encodings (a tighter bound wins; on a tie, the open one).
@@ -234,14 +215,14 @@ class MemoryTransaction implements EngineTransaction {
         const prefix = range.prefix;
         // An empty prefix is every key (as in `inRange`); otherwise it must be a valid key.
         if (!(Array.isArray(prefix) && prefix.length === 0)) {
-          if (checkKey(prefix) === INVALID) throw invalidKey(prefix);
+          if (checkKey(prefix) === INVALID) throw invalidKeyError(prefix);
           lower = encodeKey(prefix);
           upper = prefixUpperBound(lower);
           upperOpen = true;
         }
       }
       if (range.lower) {
-        if (checkKey(range.lower) === INVALID) throw invalidKey(range.lower);
+        if (checkKey(range.lower) === INVALID) throw invalidKeyError(range.lower);
         const enc = encodeKey(range.lower);
         const open = range.lowerOpen === true;
         if (lower === undefined || enc > lower || (enc === lower && open)) {
@@ -252,7 +233,7 @@ class MemoryTransaction implements EngineTransaction {
       if (range.upper) {
         // (A tie with the prefix's bound cannot happen: that bound is never a
         // key encoding. The tie rule is kept so the intersection stays exact.)
-        if (checkKey(range.upper) === INVALID) throw invalidKey(range.upper);
+        if (checkKey(range.upper) === INVALID) throw invalidKeyError(range.upper);
         const enc = encodeKey(range.upper);
         const open = range.upperOpen === true;
         if (upper === undefined || enc < upper || (enc === upper && open)) {
