@@ -7,7 +7,7 @@ const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url),
 const expected = {
   ".": ["createJournal", "createUsageEvent", "newRequestId", "parseConsumerId", "BILLING_GRADE", "JournalError", "compareKeys"],
   "./memory": ["memoryEngine"],
-  "./testing": ["journalConformanceCases", "JournalOracle", "virtualClock"],
+  "./testing": ["journalConformanceCases", "JournalOracle", "virtualClock", "engineConformanceCases", "storageConformanceCases", "orderedConformanceCases", "queueConformanceCases"],
   "./indexeddb": ["indexedDbEngine", "requestPersistentStorage", "IndexedDbEngineError", "SCHEMA_VERSION"],
 };
 const importsOnlyInWorkerd = new Set(["./durable-objects"]);

@@ -44,3 +44,4 @@ export {
 export { virtualScheduler, type VirtualScheduler } from "./storage-scheduler.js";
 export { QueueOracle } from "./queue-oracle.js";
 export { queueConformanceCases, type QueueConformanceOptions } from "./queue-conformance.js";
+export { engineConformanceCases, type EngineConformanceOptions } from "./engine-conformance.js";
