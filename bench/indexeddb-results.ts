@@ -22,6 +22,28 @@ export interface ClaimCostResult {
   readonly medianMsPerCycle: number;
 }
 
+/** append + claim + ack beside workbox-background-sync's Queue (pushRequest + shiftRequest). */
+export interface QueuePairResult {
+  /** Events appended, claimed and acked per second. */
+  readonly journalPerSecond: number;
+  /** Requests pushed and shifted per second. */
+  readonly workboxPerSecond: number;
+  /** journal / workbox throughput (median of the rounds' ratios). */
+  readonly ratio: number;
+  readonly rounds: number;
+  /** Events (requests) per round. */
+  readonly perRound: number;
+  /** The journal engine's durability (workbox's own writes are relaxed). */
+  readonly durability: "strict" | "relaxed";
+  /** Where each side's time goes: median ms per event of its two phases. */
+  readonly msPerEvent: {
+    readonly journalAppend: number;
+    readonly journalClaimAck: number;
+    readonly workboxPush: number;
+    readonly workboxShift: number;
+  };
+}
+
 export interface BenchOptions {
   readonly quick: boolean;
 }
@@ -34,4 +56,6 @@ export interface BenchResults {
   readonly pattern: PairResult;
   readonly small: ClaimCostResult;
   readonly large: ClaimCostResult;
+  readonly workboxStrict: QueuePairResult;
+  readonly workboxRelaxed: QueuePairResult;
 }

@@ -1,5 +1,5 @@
 /// <reference lib="dom" />
-import type { BenchOptions, BenchResults, ClaimCostResult, PairResult } from "../indexeddb-results.js";
+import type { BenchOptions, BenchResults, ClaimCostResult, PairResult, QueuePairResult } from "../indexeddb-results.js";
 /**
  * The IndexedDB benchmarks, as they run inside Chromium (driven by
  * bench/indexeddb-browser.ts, which prints the table). Each figure sets the
@@ -15,11 +15,15 @@ import type { BenchOptions, BenchResults, ClaimCostResult, PairResult } from "..
  *    vs the same requests on raw IndexedDB (the engine's own overhead);
  * 4. claim 100 + ack 100 at 1,000 and at 50,000 pending events (1,000
  *    ordering keys, strict; the backlog is built with a relaxed engine on the
- *    same database and topped up, untimed, after every cycle).
+ *    same database and topped up, untimed, after every cycle);
+ * 5. append + claim + ack of N events vs workbox-background-sync's `Queue`
+ *    (`pushRequest` + `shiftRequest`) of N requests carrying the same events
+ *    as JSON bodies, the queue browser apps use today.
  */
 import { openDB, type IDBPDatabase } from "idb";
 import { indexedDbEngine, type IndexedDbDurability } from "../../adapters/indexeddb/index.js";
 import { createJournal, createUsageEvent, newRequestId, parseConsumerId, type UsageEvent } from "../../src/index.js";
+import { Queue } from "workbox-background-sync";
 
 const capacity = { maxEvents: 10_000_000, maxDeliveryAttempts: 8, retainAcknowledgedMs: 86_400_000, policy: "refuse" } as const;
 const consumer = parseConsumerId("billing");
@@ -244,6 +248,112 @@ async function claimCost(backlog: number, cycles: number): Promise<ClaimCostResu
 }
 
 
+// workbox's Queue is written for a service worker: its constructor and every
+// pushRequest test `'sync' in self.registration`, which throws in a page
+// (there is no `registration`). A registration object without `sync` selects
+// workbox's own fallback path (the one `forceSyncFallback` takes): no
+// Background Sync registration per push. That leaves out a cost the queue
+// has in a real service worker, so it can only flatter workbox.
+if (!("registration" in globalThis)) Object.defineProperty(globalThis, "registration", { value: {}, configurable: true });
+let queues = 0;
+
+/**
+ * append + claim + ack of `perRound` events (single `append`s, then claims
+ * of up to 100 and one `ack` per delivery until nothing is pending) vs
+ * workbox's Queue: `pushRequest` of `perRound` POST requests whose bodies are
+ * the same events as JSON, then `shiftRequest` until the queue is empty.
+ * Both sides start from an open, empty store with the consumer registered
+ * (untimed); events and requests are built before the clock starts. The
+ * order of the two sides alternates round by round. Throughput counts
+ * events (requests) through the whole cycle per second.
+ *
+ * workbox stores each push in a transaction with relaxed durability (and
+ * deletes with the browser's default, relaxed since Chromium 121), and takes three
+ * transactions per request (add; cursor read; delete). The journal takes one
+ * per append, one per claim of up to 100, one per ack; `durability` picks
+ * its commits' durability ("strict", the billing-grade default, or "relaxed",
+ * workbox's).
+ */
+async function versusWorkbox(durability: IndexedDbDurability, perRound: number, rounds: number): Promise<QueuePairResult> {
+  const journalRates: number[] = [];
+  const workboxRates: number[] = [];
+  const ratios: number[] = [];
+  // Per-event ms of each side's two phases (enqueue; dequeue + settle), per round.
+  const phases = { journalAppend: [] as number[], journalClaimAck: [] as number[], workboxPush: [] as number[], workboxShift: [] as number[] };
+  const url = new URL("/usage-events", location.href).href;
+  for (let round = 0; round < rounds; round++) {
+    const measureWorkbox = async (): Promise<number> => {
+      // Queue names are unique per page; all queues share workbox's one database.
+      const queue = new Queue(`bench-${run}-${++queues}`, { onSync: async () => {} });
+      await queue.size(); // opens workbox's database outside the timing
+      const requests = makeEvents(perRound, 100).map(
+        (event) => new Request(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(event) }),
+      );
+      const t0 = performance.now();
+      for (const request of requests) await queue.pushRequest({ request });
+      const t1 = performance.now();
+      let shifted = 0;
+      while ((await queue.shiftRequest()) !== undefined) shifted++;
+      const t2 = performance.now();
+      const rate = (perRound / (t2 - t0)) * 1000;
+      phases.workboxPush.push((t1 - t0) / perRound);
+      phases.workboxShift.push((t2 - t1) / perRound);
+      if (shifted !== perRound) throw new Error(`workbox shifted ${shifted} of ${perRound} requests`);
+      return rate;
+    };
+    const measureJournal = async (): Promise<number> => {
+      const name = dbName("versus-workbox");
+      const engine = indexedDbEngine({ name, durability });
+      const journal = createJournal(engine, { name: "bench", capacity });
+      await journal.claim(consumer, { maxEvents: 1, leaseMs: 1, now: Date.now() }); // opens and registers the consumer, untimed
+      const events = makeEvents(perRound, 100);
+      const t0 = performance.now();
+      for (const event of events) await journal.append(event);
+      const t1 = performance.now();
+      let acked = 0;
+      for (;;) {
+        const batch = await journal.claim(consumer, { maxEvents: 100, leaseMs: 60_000, now: Date.now() });
+        if (batch.length === 0) break;
+        for (const delivery of batch) await journal.ack(delivery.id);
+        acked += batch.length;
+      }
+      const t2 = performance.now();
+      const rate = (perRound / (t2 - t0)) * 1000;
+      phases.journalAppend.push((t1 - t0) / perRound);
+      phases.journalClaimAck.push((t2 - t1) / perRound);
+      if (acked !== perRound) throw new Error(`the journal delivered ${acked} of ${perRound} events`);
+      await engine.close();
+      await deleteDatabase(name);
+      return rate;
+    };
+    let workboxRate: number;
+    let journalRate: number;
+    if (round % 2 === 0) {
+      workboxRate = await measureWorkbox();
+      journalRate = await measureJournal();
+    } else {
+      journalRate = await measureJournal();
+      workboxRate = await measureWorkbox();
+    }
+    workboxRates.push(workboxRate);
+    journalRates.push(journalRate);
+    ratios.push(journalRate / workboxRate);
+  }
+  return {
+    journalPerSecond: median(journalRates),
+    workboxPerSecond: median(workboxRates),
+    ratio: median(ratios),
+    rounds,
+    perRound,
+    durability,
+    msPerEvent: {
+      journalAppend: median(phases.journalAppend),
+      journalClaimAck: median(phases.journalClaimAck),
+      workboxPush: median(phases.workboxPush),
+      workboxShift: median(phases.workboxShift),
+    },
+  };
+}
 
 async function runAll(options: BenchOptions): Promise<BenchResults> {
   const q = options.quick;
@@ -255,7 +365,9 @@ async function runAll(options: BenchOptions): Promise<BenchResults> {
   const pattern = await batchPattern(q ? 10 : 30, 3);
   const small = await claimCost(1_000, q ? 5 : 20);
   const large = await claimCost(q ? 10_000 : 50_000, q ? 5 : 20);
-  return { userAgent: navigator.userAgent, strict, relaxed, batch, pattern, small, large };
+  const workboxStrict = await versusWorkbox("strict", q ? 50 : 200, q ? 3 : 5);
+  const workboxRelaxed = await versusWorkbox("relaxed", q ? 50 : 200, q ? 3 : 5);
+  return { userAgent: navigator.userAgent, strict, relaxed, batch, pattern, small, large, workboxStrict, workboxRelaxed };
 }
 
 (globalThis as { isostoreBench?: typeof runAll }).isostoreBench = runAll;
