@@ -231,11 +231,12 @@ class EngineJournal implements UsageJournal {
 
   /** Find the event and this consumer's standing on it, or refuse as not outstanding. */
   private async locate(work: Work, delivery: DeliveryId): Promise<{ event: UsageEvent; position: number; standing: Standing }> {
-    if (!(await work.isRegistered(delivery.consumer))) throw new NotOutstandingError(delivery, "the consumer never claimed");
-    const position = await work.positionOf(delivery.event);
+    // Reads go out in two rounds (engines with request round trips wait twice, not six times).
+    const [registered, position] = await Promise.all([work.isRegistered(delivery.consumer), work.positionOf(delivery.event)]);
+    if (!registered) throw new NotOutstandingError(delivery, "the consumer never claimed");
     if (position === undefined) throw new NotOutstandingError(delivery, "the event is not journaled");
-    const standing = await work.standing(delivery.consumer, position);
-    return { event: await work.eventAt(position), position, standing };
+    const [standing, event] = await Promise.all([work.standing(delivery.consumer, position), work.eventAt(position), work.consumerRow(delivery.consumer)]);
+    return { event, position, standing };
   }
 
   async ack(delivery: DeliveryId): Promise<void> {

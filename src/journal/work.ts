@@ -163,11 +163,14 @@ export class Work {
   }
 
   async standing(consumer: string, position: number): Promise<Standing> {
-    const u = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
+    // Read the three rows together: one round trip on engines that have them.
+    const [u, f, q] = await Promise.all([
+      this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position)),
+      this.tx.get<FinishedRow>(this.layout.finished(consumer, position)),
+      this.tx.get<QuarantineRow>(this.layout.quarantined(consumer, position)),
+    ]);
     if (u) return { kind: "unfinished", row: u };
-    const f = await this.tx.get<FinishedRow>(this.layout.finished(consumer, position));
     if (f) return { kind: "finished", row: f };
-    const q = await this.tx.get<QuarantineRow>(this.layout.quarantined(consumer, position));
     if (q) return { kind: "quarantined", row: q };
     return { kind: "none" };
   }
