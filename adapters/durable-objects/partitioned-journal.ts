@@ -70,7 +70,17 @@
  * dropped and recreated on the next call.
  */
 import { InvalidArgumentError, JournalError, NotOutstandingError, NotQuarantinedError } from "../../src/journal/errors.js";
-import { BILLING_GRADE, checkCapacity, checkDeliveryId, checkInteger, checkUsageEvent, isRequestId, parseConsumerId } from "../../src/journal/event.js";
+import {
+  BILLING_GRADE,
+  checkCapacity,
+  checkDeliveryId,
+  checkInteger,
+  checkJournalName,
+  checkText,
+  checkUsageEvent,
+  isRequestId,
+  parseConsumerId,
+} from "../../src/journal/event.js";
 import { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_LEASE_MS } from "../../src/journal/journal.js";
 import type {
   AppendResult,
@@ -159,11 +169,6 @@ export interface PartitionedJournalOptions {
 const QUARANTINE_CURSOR = "qp1.";
 const AUDIT_CURSOR = "ap1.";
 
-function checkText(argument: string, value: unknown, max: number): string {
-  if (typeof value !== "string" || value.length > max) throw new InvalidArgumentError(argument, `must be a string of at most ${max} characters`);
-  return value;
-}
-
 /** Parse a merged cursor: one non-negative position per partition. */
 function parseCursor(prefix: string, after: string | null | undefined, partitions: number): number[] {
   if (after === undefined || after === null) return new Array<number>(partitions).fill(0);
@@ -233,10 +238,7 @@ export class PartitionedJournal implements UsageJournal {
     options: PartitionedJournalOptions,
   ) {
     if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "needs { name, partitions }");
-    if (typeof options.name !== "string" || !/^[a-z0-9_-]{1,63}$/.test(options.name)) {
-      throw new InvalidArgumentError("name", "a journal name is 1 to 63 characters of lowercase letters, digits, `-` and `_`");
-    }
-    this.name = options.name;
+    this.name = checkJournalName(options.name);
     this.partitions = checkInteger("partitions", options.partitions, 1, MAX_PARTITIONS);
     this.capacity = checkCapacity(options.capacity ?? BILLING_GRADE);
     this.clock = options.clock ?? Date.now;

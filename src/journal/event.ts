@@ -270,6 +270,22 @@ export function checkDeliveryId(delivery: DeliveryId): DeliveryId {
   return { consumer, event: delivery.event, attempt: delivery.attempt };
 }
 
+/** Check a journal name: 1 to 63 characters of `[a-z0-9_-]` (a metric dimension and a storage key). */
+export function checkJournalName(name: unknown): string {
+  if (typeof name !== "string" || !/^[a-z0-9_-]{1,63}$/.test(name)) {
+    throw new InvalidArgumentError("name", "a journal name is 1 to 63 characters of lowercase letters, digits, `-` and `_`");
+  }
+  return name;
+}
+
+/** Check that `value` is a string of at most `max` characters. */
+export function checkText(argument: string, value: unknown, max: number): string {
+  if (typeof value !== "string" || value.length > max) {
+    throw new InvalidArgumentError(argument, `must be a string of at most ${max} characters`);
+  }
+  return value;
+}
+
 /** Check that `value` is an integer in [min, max]. */
 export function checkInteger(argument: string, value: unknown, min: number, max: number = Number.MAX_SAFE_INTEGER): number {
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min || value > max) {

@@ -19,7 +19,17 @@ import {
   NotQuarantinedError,
   QuarantinedError,
 } from "./errors.js";
-import { BILLING_GRADE, checkCapacity, checkDeliveryId, checkInteger, checkUsageEvent, isRequestId, parseConsumerId } from "./event.js";
+import {
+  BILLING_GRADE,
+  checkCapacity,
+  checkDeliveryId,
+  checkInteger,
+  checkJournalName,
+  checkText,
+  checkUsageEvent,
+  isRequestId,
+  parseConsumerId,
+} from "./event.js";
 import { Layout, type EventRow, type QuarantineRow, type UnfinishedRow } from "./layout.js";
 import type {
   AppendResult,
@@ -70,22 +80,8 @@ const POISON_REASONS: readonly PoisonReason[] = ["malformed", "rejected", "attem
 const QUARANTINE_CURSOR = "q1.";
 const AUDIT_CURSOR = "a1.";
 
-function checkName(name: string): string {
-  if (typeof name !== "string" || !/^[a-z0-9_-]{1,63}$/.test(name)) {
-    throw new InvalidArgumentError("name", "a journal name is 1 to 63 characters of lowercase letters, digits, `-` and `_`");
-  }
-  return name;
-}
-
 function checkNow(argument: string, now: unknown): number {
   return checkInteger(argument, now, 0);
-}
-
-function checkText(argument: string, value: unknown, max: number): string {
-  if (typeof value !== "string" || value.length > max) {
-    throw new InvalidArgumentError(argument, `must be a string of at most ${max} characters`);
-  }
-  return value;
 }
 
 function checkRequestId(requestId: unknown): string {
@@ -152,7 +148,7 @@ class EngineJournal implements UsageJournal {
     private readonly engine: Engine,
     options: JournalOptions,
   ) {
-    this.name = checkName(options.name);
+    this.name = checkJournalName(options.name);
     this.capacity = checkCapacity(options.capacity ?? BILLING_GRADE);
     this.clock = options.clock ?? Date.now;
     this.mode = engine.durable ? "billing_grade" : "telemetry_grade";
