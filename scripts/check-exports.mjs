@@ -9,6 +9,8 @@ const expected = {
   "./memory": ["memoryEngine"],
   "./testing": ["journalConformanceCases", "JournalOracle", "virtualClock", "engineConformanceCases", "storageConformanceCases", "orderedConformanceCases", "queueConformanceCases"],
   "./indexeddb": ["indexedDbEngine", "requestPersistentStorage", "IndexedDbEngineError", "SCHEMA_VERSION"],
+  "./http": ["HttpJournal", "HttpError"],
+  "./worker": ["createApp", "checkTokens", "ApiError", "STATUS_OF"],
 };
 const importsOnlyInWorkerd = new Set(["./durable-objects"]);
 let failed = false;

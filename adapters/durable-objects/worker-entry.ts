@@ -1,13 +1,105 @@
 /**
- * The development worker (`wrangler dev` at the repository root): it exports
- * the Durable Object classes the root `wrangler.toml` declares. The HTTP API
- * over the journal is a later piece of work; until then `fetch` answers 404.
+ * The isostore Worker (`wrangler.toml` `main`; `npm start` runs it with
+ * `wrangler dev`): the HTTP API of `isostore/worker` over `PartitionedJournal`s
+ * on the `PARTITIONS` Durable Object binding, and the operator UI's static
+ * files (`web/dist`, the `ASSETS` binding) under a strict CSP.
+ *
+ * Configuration (Worker vars and secrets; `.dev.vars` locally):
+ * - `ISOSTORE_TOKENS` (secret): JSON array of `{ name, token, scopes }`
+ *   (scopes `append:*`, `append:<namespace>`, `consume`, `operate`).
+ * - `ISOSTORE_JOURNALS` (var, optional): JSON object of journal name ->
+ *   `{ partitions?, consumers?, capacity? }` (default
+ *   `{ "usage": { "partitions": 1, "consumers": ["billing"] } }`). P is fixed
+ *   once a journal exists; opening it with another P is refused.
+ * - `ISOSTORE_CORS_ORIGINS` (var, optional): comma-separated origins allowed
+ *   to call the API from browsers (`*` for any).
+ *
+ * A configuration that does not parse answers every request with a 500 that
+ * says which setting is wrong (and logs it), rather than serving with a
+ * half-read configuration.
  */
+/// <reference types="@cloudflare/workers-types" />
+import { BILLING_GRADE } from "../../src/journal/event.js";
+import type { Capacity } from "../../src/journal/types.js";
+import { createApp, type ServedJournal } from "../../src/worker/app.js";
+import { checkTokens } from "../../src/worker/auth.js";
+import { PartitionedJournal, type PartitionNamespace } from "./partitioned-journal.js";
+
 export { JournalPartition } from "./partition.js";
 export { StoreObject } from "./store-object.js";
 
+/** The bindings and settings the isostore Worker reads. */
+export interface IsostoreWorkerEnv {
+  readonly PARTITIONS: PartitionNamespace;
+  readonly ASSETS?: { fetch(request: Request): Promise<Response> };
+  readonly ISOSTORE_TOKENS?: string;
+  readonly ISOSTORE_JOURNALS?: string;
+  readonly ISOSTORE_CORS_ORIGINS?: string;
+}
+
+interface JournalSetting {
+  readonly partitions?: number;
+  readonly consumers?: readonly string[];
+  readonly capacity?: Capacity;
+}
+
+const DEFAULT_JOURNALS: Record<string, JournalSetting> = { usage: { partitions: 1, consumers: ["billing"] } };
+
+function parseSetting<T>(name: string, text: string | undefined, fallback: T): T {
+  if (text === undefined || text.trim() === "") return fallback;
+  try {
+    return JSON.parse(text) as T;
+  } catch (error) {
+    throw new Error(`${name} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+/** Build the app from the Worker's env (once per isolate: bindings and settings do not change within one). */
+export function appFromEnv(env: IsostoreWorkerEnv): { fetch(request: Request): Response | Promise<Response> } {
+  const tokens = checkTokens(parseSetting<unknown>("ISOSTORE_TOKENS", env.ISOSTORE_TOKENS, []));
+  const settings = parseSetting<Record<string, JournalSetting>>("ISOSTORE_JOURNALS", env.ISOSTORE_JOURNALS, DEFAULT_JOURNALS);
+  if (settings === null || typeof settings !== "object" || Array.isArray(settings)) throw new Error("ISOSTORE_JOURNALS must be a JSON object of journal name -> settings");
+  // Durable Object stubs belong to the request that made them, so each request gets its own
+  // PartitionedJournal objects (cheap: a name, options and lazily made stubs).
+  const journals = (): Record<string, ServedJournal> =>
+    Object.fromEntries(
+      Object.entries(settings).map(([name, setting]) => [
+        name,
+        { journal: new PartitionedJournal(env.PARTITIONS, { name, partitions: setting.partitions ?? 1, capacity: setting.capacity ?? BILLING_GRADE }), consumers: setting.consumers ?? [] },
+      ]),
+    );
+  // Check the settings once, now, so a bad one is reported before any request is served.
+  journals();
+  const corsOrigins = (env.ISOSTORE_CORS_ORIGINS ?? "")
+    .split(",")
+    .map((origin) => origin.trim())
+    .filter((origin) => origin !== "");
+  const assets = env.ASSETS;
+  return createApp({
+    journals,
+    auth: { tokens },
+    corsOrigins,
+    ...(assets ? { assets: (request: Request) => assets.fetch(request) } : {}),
+  });
+}
+
+// Built on the first request of an isolate (bindings and settings are fixed for its lifetime).
+let built: { app: ReturnType<typeof appFromEnv> } | { error: Error } | null = null;
+
 export default {
-  fetch(): Response {
-    return new Response("isostore: no HTTP API yet\n", { status: 404 });
+  fetch(request: Request, env: IsostoreWorkerEnv): Response | Promise<Response> {
+    if (built === null) {
+      try {
+        built = { app: appFromEnv(env) };
+      } catch (error) {
+        built = { error: error instanceof Error ? error : new Error(String(error)) };
+        console.error("isostore worker configuration:", built.error.message);
+      }
+    }
+    if ("error" in built) {
+      const body = { error: { code: "misconfigured", message: `the worker is misconfigured: ${built.error.message}`, retryable: false } };
+      return new Response(JSON.stringify(body), { status: 500, headers: { "content-type": "application/json; charset=utf-8" } });
+    }
+    return built.app.fetch(request);
   },
-};
+} satisfies ExportedHandler<IsostoreWorkerEnv>;

@@ -9,7 +9,7 @@
  * keeps no state outside the engine, so a new journal over the same engine
  * continues exactly where an old one stopped.
  */
-import type { Engine, TransactionMode } from "../engine.js";
+import type { Engine, Entry, TransactionMode } from "../engine.js";
 import {
   AlreadyAcknowledgedError,
   BackendError,
@@ -23,13 +23,22 @@ import {
   BILLING_GRADE,
   checkCapacity,
   checkDeliveryId,
-  checkInteger,
   checkJournalName,
-  checkText,
   checkUsageEvent,
-  isRequestId,
   parseConsumerId,
 } from "./event.js";
+import {
+  checkAttempts,
+  checkBatch,
+  checkClaim,
+  checkExtend,
+  checkListAudit,
+  checkListQuarantined,
+  checkNack,
+  checkOperatorAction,
+  checkPrune,
+  checkQuarantine,
+} from "./arguments.js";
 import { Layout, type EventRow, type QuarantineRow, type UnfinishedRow } from "./layout.js";
 import type {
   AppendResult,
@@ -69,25 +78,13 @@ export interface JournalOptions {
 
 /** Housekeeping done by append and claim, per call. */
 export const OPPORTUNISTIC_PRUNE_LIMIT = 8;
-/** The largest batch `appendBatch` takes. */
-export const MAX_BATCH_EVENTS = 1000;
-/** The longest lease, nack delay or extension (12 hours). */
-export const MAX_LEASE_MS = 12 * 60 * 60 * 1000;
-/** The largest claim. */
-export const MAX_CLAIM_EVENTS = 10_000;
+/** The largest batch `appendBatch` takes, the longest lease, nack delay or extension (12 hours), and the largest claim. */
+export { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_LEASE_MS } from "./arguments.js";
 
-const POISON_REASONS: readonly PoisonReason[] = ["malformed", "rejected", "attempts_exhausted"];
 const QUARANTINE_CURSOR = "q1.";
+/** Cursors of newest-first pages: the next page holds positions below this one. */
+const QUARANTINE_NEWEST_CURSOR = "qn1.";
 const AUDIT_CURSOR = "a1.";
-
-function checkNow(argument: string, now: unknown): number {
-  return checkInteger(argument, now, 0);
-}
-
-function checkRequestId(requestId: unknown): string {
-  if (!isRequestId(requestId)) throw new InvalidArgumentError("requestId", "must be a UUIDv7 request id");
-  return requestId;
-}
 
 function parseCursor(prefix: string, after: string | null | undefined): number {
   if (after === undefined || after === null) return 0;
@@ -185,19 +182,7 @@ class EngineJournal implements UsageJournal {
   }
 
   async appendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
-    const list: unknown = events;
-    if (!Array.isArray(list)) throw new InvalidArgumentError("events", "must be an array of usage events");
-    if (events.length > MAX_BATCH_EVENTS) {
-      throw new InvalidArgumentError("events", `a batch holds at most ${MAX_BATCH_EVENTS} events, got ${events.length}`);
-    }
-    const checked = events.map((event): UsageEvent | JournalError => {
-      try {
-        return checkUsageEvent(event);
-      } catch (error) {
-        if (error instanceof JournalError) return error;
-        throw error;
-      }
-    });
+    const checked = checkBatch(events);
     const now = this.clock();
     return this.run("readwrite", async (work) => {
       await work.prune(now, OPPORTUNISTIC_PRUNE_LIMIT);
@@ -212,11 +197,7 @@ class EngineJournal implements UsageJournal {
   }
 
   async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
-    const id = parseConsumerId(consumer);
-    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "claim needs { maxEvents, leaseMs, now }");
-    const maxEvents = checkInteger("maxEvents", options.maxEvents, 1, MAX_CLAIM_EVENTS);
-    const leaseMs = checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS);
-    const now = checkNow("now", options.now);
+    const { consumer: id, maxEvents, leaseMs, now } = checkClaim(consumer, options);
     return this.run("readwrite", async (work) => {
       await work.prune(now, OPPORTUNISTIC_PRUNE_LIMIT);
       if (!(await work.isRegistered(id))) await work.register(id);
@@ -251,10 +232,7 @@ class EngineJournal implements UsageJournal {
   }
 
   async quarantine(delivery: DeliveryId, reason: PoisonReason): Promise<void> {
-    const id = checkDeliveryId(delivery);
-    if (!POISON_REASONS.includes(reason)) {
-      throw new InvalidArgumentError("reason", `must be one of ${POISON_REASONS.join(", ")}`);
-    }
+    const id = checkQuarantine(delivery, reason).delivery;
     const now = this.clock();
     await this.run("readwrite", async (work) => {
       const { event, position, standing } = await this.locate(work, id);
@@ -283,10 +261,7 @@ class EngineJournal implements UsageJournal {
   }
 
   async extend(delivery: DeliveryId, options: ExtendOptions): Promise<{ leaseExpiresAt: number }> {
-    const id = checkDeliveryId(delivery);
-    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "extend needs { leaseMs, now }");
-    const leaseMs = checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS);
-    const now = checkNow("now", options.now);
+    const { delivery: id, leaseMs, now } = checkExtend(delivery, options);
     return this.run("readwrite", async (work) => {
       const { position, row } = await this.current(work, id, now);
       const leaseExpiresAt = now + leaseMs;
@@ -296,11 +271,7 @@ class EngineJournal implements UsageJournal {
   }
 
   async nack(delivery: DeliveryId, options: NackOptions): Promise<void> {
-    const id = checkDeliveryId(delivery);
-    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "nack needs { retryAfterMs, error, now }");
-    const retryAfterMs = checkInteger("retryAfterMs", options.retryAfterMs, 0, MAX_LEASE_MS);
-    const error = checkText("error", options.error, 2000);
-    const now = checkNow("now", options.now);
+    const { delivery: id, retryAfterMs, error, now } = checkNack(delivery, options);
     await this.run("readwrite", async (work) => {
       const { position, row } = await this.current(work, id, now);
       await work.nackCurrent(id.consumer, position, row, error, now, now + retryAfterMs);
@@ -337,8 +308,7 @@ class EngineJournal implements UsageJournal {
   }
 
   async attempts(consumer: ConsumerId, requestId: string): Promise<Attempt[]> {
-    const id = parseConsumerId(consumer);
-    const request = checkRequestId(requestId);
+    const { consumer: id, requestId: request } = checkAttempts(consumer, requestId);
     const now = this.clock();
     return this.run("readonly", async (work) => {
       if (!(await work.isRegistered(id))) return [];
@@ -349,17 +319,18 @@ class EngineJournal implements UsageJournal {
   }
 
   async listQuarantined(consumer: ConsumerId, options: ListQuarantinedOptions = {}): Promise<QuarantinePage> {
-    const id = parseConsumerId(consumer);
-    const limit = checkInteger("limit", options.limit ?? 100, 1, 1000);
-    const after = parseCursor(QUARANTINE_CURSOR, options.after);
-    const query = options.query === undefined ? "" : checkText("query", options.query, 200).toLowerCase();
+    const { consumer: id, limit, query, order, ...rest } = checkListQuarantined(consumer, options);
+    const newest = order === "newest";
+    const cursorPrefix = newest ? QUARANTINE_NEWEST_CURSOR : QUARANTINE_CURSOR;
+    const after = parseCursor(cursorPrefix, rest.after);
     const now = this.clock();
     return this.run("readonly", async (work) => {
       if (!(await work.isRegistered(id))) return { items: [], nextCursor: null };
       const items: QuarantinedEvent[] = [];
       let more = false;
       const prefix = work.layout.quarantinedAll(id);
-      await work.walk<QuarantineRow>({ prefix, lower: [...prefix, after], lowerOpen: true }, async (entry) => {
+      const range = newest ? (after === 0 ? { prefix } : { prefix, upper: [...prefix, after], upperOpen: true }) : { prefix, lower: [...prefix, after], lowerOpen: true };
+      const visit = async (entry: Entry<QuarantineRow>) => {
         const position = lastPart(entry.key);
         const event = await work.eventAt(position);
         const row = entry.value;
@@ -371,9 +342,10 @@ class EngineJournal implements UsageJournal {
         }
         items.push({ consumer: id, event, position, reason: row.reason, quarantinedAt: row.quarantinedAt, attempts: readHistory(row.history, now) });
         return true;
-      });
+      };
+      await work.walk<QuarantineRow>(range, visit, undefined, newest);
       const last = items[items.length - 1];
-      return { items, nextCursor: more && last ? `${QUARANTINE_CURSOR}${last.position}` : null };
+      return { items, nextCursor: more && last ? `${cursorPrefix}${last.position}` : null };
     });
   }
 
@@ -390,11 +362,7 @@ class EngineJournal implements UsageJournal {
   }
 
   private async operate(action: "release" | "discard", consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
-    const id = parseConsumerId(consumer);
-    const request = checkRequestId(requestId);
-    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", `${action} needs { now }`);
-    const now = checkNow("now", options.now);
-    const actor = options.actor === undefined ? null : checkText("actor", options.actor, 200);
+    const { consumer: id, requestId: request, now, actor } = checkOperatorAction(action, consumer, requestId, options);
     await this.run("readwrite", async (work) => {
       const { event, position, row } = await this.quarantinedFor(work, id, request);
       if (action === "release") await work.release(id, event, position, row, now);
@@ -413,8 +381,8 @@ class EngineJournal implements UsageJournal {
   }
 
   async listAudit(options: { readonly limit?: number; readonly after?: string | null } = {}): Promise<AuditPage> {
-    const limit = checkInteger("limit", options.limit ?? 100, 1, 1000);
-    const after = parseCursor(AUDIT_CURSOR, options.after);
+    const { limit, ...rest } = checkListAudit(options);
+    const after = parseCursor(AUDIT_CURSOR, rest.after);
     return this.run("readonly", async (work) => {
       const prefix = work.layout.auditAll();
       const entries = await work.tx.scan<AuditEntry>({ prefix, lower: [...prefix, after], lowerOpen: true }, { limit: limit + 1 });
@@ -425,9 +393,7 @@ class EngineJournal implements UsageJournal {
   }
 
   async prune(options: PruneOptions): Promise<{ pruned: number }> {
-    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "prune needs { now }");
-    const now = checkNow("now", options.now);
-    const limit = checkInteger("limit", options.limit ?? 1000, 1, 100_000);
+    const { now, limit } = checkPrune(options);
     const pruned = await this.run("readwrite", (work) => work.prune(now, limit));
     return { pruned };
   }

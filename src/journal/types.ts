@@ -158,6 +158,12 @@ export interface ListQuarantinedOptions {
   readonly after?: string | null;
   /** Case-insensitive substring of the request id, the ordering key `namespace/subject`, or the reason. */
   readonly query?: string;
+  /**
+   * `"oldest"` (default): oldest position first. `"newest"`: newest position
+   * first (what an operator reviews first). A cursor continues in the order
+   * it was issued for; using it with the other order is `invalid_argument`.
+   */
+  readonly order?: "oldest" | "newest";
 }
 
 /** An operator action, as the audit log records it. */

@@ -177,10 +177,12 @@ export class Work {
 
   /** Walk a range in chunks, stopping when `visit` returns false. */
   async walk<V>(
-    range: { prefix: Key; lower?: Key; lowerOpen?: boolean; upper?: Key },
+    range: { prefix: Key; lower?: Key; lowerOpen?: boolean; upper?: Key; upperOpen?: boolean },
     visit: (entry: Entry<V>) => Promise<boolean> | boolean,
     firstChunk: number = CHUNK,
+    reverse = false,
   ): Promise<void> {
+    if (reverse) return this.walkDown(range, visit, firstChunk);
     let lower = range.lower;
     let lowerOpen = range.lowerOpen ?? false;
     // Walks that usually stop at once start small and grow, so the common case
@@ -201,6 +203,34 @@ export class Work {
       if (entries.length < chunk) return;
       lower = entries[entries.length - 1]!.key;
       lowerOpen = true;
+      chunk = Math.min(CHUNK, chunk * 4);
+    }
+  }
+
+  /** {@link walk} in descending key order. */
+  private async walkDown<V>(
+    range: { prefix: Key; lower?: Key; lowerOpen?: boolean; upper?: Key; upperOpen?: boolean },
+    visit: (entry: Entry<V>) => Promise<boolean> | boolean,
+    firstChunk: number,
+  ): Promise<void> {
+    let upper = range.upper;
+    let upperOpen = range.upperOpen ?? false;
+    let chunk = firstChunk;
+    for (;;) {
+      const entries = await this.tx.scan<V>(
+        {
+          prefix: range.prefix,
+          ...(range.lower ? { lower: range.lower, lowerOpen: range.lowerOpen ?? false } : {}),
+          ...(upper ? { upper, upperOpen } : {}),
+        },
+        { limit: chunk, reverse: true },
+      );
+      for (const entry of entries) {
+        if (!(await visit(entry))) return;
+      }
+      if (entries.length < chunk) return;
+      upper = entries[entries.length - 1]!.key;
+      upperOpen = true;
       chunk = Math.min(CHUNK, chunk * 4);
     }
   }

@@ -435,14 +435,18 @@ function commandArbitraries(canReopen: boolean): Arbitrary<JournalCommand>[] {
 
   const queries = ["", pick(REQUEST_IDS, 3).slice(-2), pick(REQUEST_IDS, 5).toUpperCase(), "NS/K-1", "k-0", "rejected", "ATTEMPTS", "zzz"];
   const listQuarantined = fc
-    .record({ limit: fc.integer({ min: 1, max: 3 }), query: fc.option(fc.constantFrom(...queries), { nil: undefined, freq: 2 }) })
-    .map(({ limit, query }) =>
-      command(`listQuarantined(every consumer, limit=${limit}${query === undefined ? "" : `, query=${JSON.stringify(query)}`})`, async (model, real) => {
+    .record({
+      limit: fc.integer({ min: 1, max: 3 }),
+      query: fc.option(fc.constantFrom(...queries), { nil: undefined, freq: 2 }),
+      order: fc.constantFrom(undefined, "oldest" as const, "newest" as const),
+    })
+    .map(({ limit, query, order }) =>
+      command(`listQuarantined(every consumer, limit=${limit}${query === undefined ? "" : `, query=${JSON.stringify(query)}`}${order === undefined ? "" : `, order=${order}`})`, async (model, real) => {
         for (const consumer of CONSUMERS) {
           let after: string | null = null;
           for (let page = 0; after !== null || page === 0; page++) {
             if (page === 100) throw new Error(`journal conformance (${model.label}): listQuarantined did not reach its last page in 100 pages`);
-            const options: ListQuarantinedOptions = query === undefined ? { limit, after } : { limit, after, query };
+            const options: ListQuarantinedOptions = { limit, after, ...(query === undefined ? {} : { query }), ...(order === undefined ? {} : { order }) };
             const outcome = await agree(model, real, `listQuarantined(${consumer}, ${render(options)})`, (journal) =>
               journal.listQuarantined(consumer, { ...options }),
             );

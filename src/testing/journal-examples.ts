@@ -576,6 +576,23 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     await expectRejects(() => journal.listQuarantined(billing, { after: "q1.0" }), invalidArgument("after"), "a position no journal issues");
   });
 
+  example("listQuarantined lists newest first on request, with cursors of its own", {}, async ({ journal, time, t0 }) => {
+    for (const [index, subject] of ["alpha", "beta", "gamma", "delta"].entries()) await journal.append(usage(index + 1, subject, t0));
+    expectEqual((await journal.claim(billing, lease(time))).length, 4, "four keys, four deliveries");
+    for (const n of [1, 2, 4]) await journal.quarantine(delivery(billing, n, 1), n === 2 ? "rejected" : "malformed");
+    const positions = (page: { items: readonly { position: number }[]; nextCursor: string | null }) => ({
+      positions: page.items.map((item) => item.position),
+      nextCursor: page.nextCursor,
+    });
+    expectEqual(positions(await journal.listQuarantined(billing, { order: "newest", limit: 2 })), { positions: [4, 2], nextCursor: "qn1.2" }, "first page, newest first");
+    expectEqual(positions(await journal.listQuarantined(billing, { order: "newest", limit: 2, after: "qn1.2" })), { positions: [1], nextCursor: null }, "last page");
+    expectEqual(positions(await journal.listQuarantined(billing, { order: "newest", query: "malformed" })), { positions: [4, 1], nextCursor: null }, "filtered");
+    expectEqual(positions(await journal.listQuarantined(billing, { order: "oldest" })), { positions: [1, 2, 4], nextCursor: null }, "oldest, said explicitly");
+    await expectRejects(() => journal.listQuarantined(billing, { order: "newest", after: "q1.2" }), invalidArgument("after"), "an oldest-first cursor");
+    await expectRejects(() => journal.listQuarantined(billing, { after: "qn1.2" }), invalidArgument("after"), "a newest-first cursor, oldest first");
+    await expectRejects(() => journal.listQuarantined(billing, { order: "sideways" as "newest" }), invalidArgument("order"), "an unknown order");
+  });
+
   // ---------------------------------------------------------- capacity
 
   example("refuse: a full journal refuses with at_capacity and journals nothing", { maxEvents: 2 }, async ({ journal, time, t0, capacity }) => {

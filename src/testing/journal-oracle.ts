@@ -68,6 +68,8 @@ export interface JournalOracleOptions {
 
 /** Cursor prefixes (shared with the real journal). */
 export const QUARANTINE_CURSOR_PREFIX = "q1.";
+/** Prefix of the cursors of newest-first quarantine pages (`order: "newest"`). */
+export const QUARANTINE_NEWEST_CURSOR_PREFIX = "qn1.";
 export const AUDIT_CURSOR_PREFIX = "a1.";
 
 /** Batch, claim and listing bounds from the validation table of the semantics. */
@@ -579,35 +581,33 @@ export class JournalOracle implements UsageJournal {
     const c = parseConsumerId(consumer);
     checkOptionsObject("options", options);
     const limit = checkLimit(options.limit, MAX_PAGE_LIMIT, DEFAULT_PAGE_LIMIT);
-    const after = options.after === undefined || options.after === null ? 0 : parseCursor(QUARANTINE_CURSOR_PREFIX, options.after);
     const query = options.query;
     if (query !== undefined && (typeof query !== "string" || query.length > MAX_QUERY_CHARS)) {
       throw new InvalidArgumentError("query", `must be a string of at most ${MAX_QUERY_CHARS} characters`);
     }
+    const order = options.order ?? "oldest";
+    if (order !== "oldest" && order !== "newest") throw new InvalidArgumentError("order", 'must be "oldest" or "newest"');
+    const newest = order === "newest";
+    const prefix = newest ? QUARANTINE_NEWEST_CURSOR_PREFIX : QUARANTINE_CURSOR_PREFIX;
+    const after = options.after === undefined || options.after === null ? null : parseCursor(prefix, options.after);
     if (!this.isRegistered(c)) return { items: [], nextCursor: null };
     const t = this.clock();
     const needle = (query ?? "").toLowerCase();
     const matching: QuarantinedEvent[] = [];
-    for (const stored of this.state.events) {
-      const status = this.statusOf(c, stored.position);
+    const stored = newest ? [...this.state.events].reverse() : this.state.events;
+    for (const { event, position } of stored) {
+      const status = this.statusOf(c, position);
       if (status.state !== "quarantined" || status.reason === null || status.quarantinedAt === null) continue;
-      if (stored.position <= after) continue;
-      const key = `${stored.event.orderingKey.namespace}/${stored.event.orderingKey.subject}`;
-      const matches =
-        stored.event.id.toLowerCase().includes(needle) || key.toLowerCase().includes(needle) || status.reason.toLowerCase().includes(needle);
+      // Oldest first: positions after the cursor; newest first: positions before it.
+      if (after !== null && (newest ? position >= after : position <= after)) continue;
+      const key = `${event.orderingKey.namespace}/${event.orderingKey.subject}`;
+      const matches = event.id.toLowerCase().includes(needle) || key.toLowerCase().includes(needle) || status.reason.toLowerCase().includes(needle);
       if (!matches) continue;
-      matching.push({
-        consumer: c,
-        event: stored.event,
-        position: stored.position,
-        reason: status.reason,
-        quarantinedAt: status.quarantinedAt,
-        attempts: readHistory(status, t),
-      });
+      matching.push({ consumer: c, event, position, reason: status.reason, quarantinedAt: status.quarantinedAt, attempts: readHistory(status, t) });
     }
     const items = matching.slice(0, limit);
     const last = items[items.length - 1];
-    const nextCursor = matching.length > limit && last !== undefined ? `${QUARANTINE_CURSOR_PREFIX}${last.position}` : null;
+    const nextCursor = matching.length > limit && last !== undefined ? `${prefix}${last.position}` : null;
     return { items, nextCursor };
   }
 

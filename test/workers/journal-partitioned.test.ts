@@ -46,6 +46,7 @@ const PER_PARTITION_BY_DESIGN: Record<string, string> = {
   "extend keeps a long delivery leased; a stale attempt cannot extend": "a claim of 1 takes from the partition whose turn it is, not the first position",
   "operator actions are in the audit log": "audit seq is per partition",
   "listQuarantined pages with cursors and filters by request id, ordering key and reason": "positions and cursors are per partition",
+  "listQuarantined lists newest first on request, with cursors of its own": "positions and cursors are per partition",
   "refuse: a full journal refuses with at_capacity and journals nothing": "capacity is per partition",
   "a full journal reclaims delivered events inside their window before refusing": "capacity and positions are per partition",
   "drop_oldest drops the oldest unacknowledged event and counts dropped": "capacity and positions are per partition",

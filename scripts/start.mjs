@@ -1,0 +1,43 @@
+// `npm start`: the isostore Worker on localhost with local durable storage
+// (.wrangler/state), the operator UI built into web/dist, and a dev token.
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ROOT, startDevWorker } from "./dev-worker.mjs";
+
+const port = Number(process.env.PORT ?? 8787);
+const varsFile = join(ROOT, ".dev.vars");
+
+/** The dev token in .dev.vars, created (with every scope) when none is configured. */
+function devToken() {
+  const text = existsSync(varsFile) ? readFileSync(varsFile, "utf8") : "";
+  const line = text.split("\n").find((entry) => entry.startsWith("ISOSTORE_TOKENS="));
+  if (line) {
+    const json = line.slice("ISOSTORE_TOKENS=".length).replace(/^'(.*)'$/, "$1");
+    const tokens = JSON.parse(json);
+    return { token: tokens[0]?.token, created: false };
+  }
+  const token = `dev-${randomBytes(24).toString("hex")}`;
+  const tokens = [{ name: "dev", token, scopes: ["append:*", "consume", "operate"] }];
+  writeFileSync(varsFile, `${text}${text === "" || text.endsWith("\n") ? "" : "\n"}ISOSTORE_TOKENS='${JSON.stringify(tokens)}'\n`, { mode: 0o600 });
+  return { token, created: true };
+}
+
+console.log("isostore: building the operator UI (web/dist)...");
+execFileSync(join(ROOT, "node_modules", ".bin", "vite"), ["build", "web"], { cwd: ROOT, stdio: "inherit" });
+const { token, created } = devToken();
+console.log("isostore: starting the worker (wrangler dev, local storage in .wrangler/state)...");
+const worker = await startDevWorker({ port, persistTo: join(ROOT, ".wrangler", "state"), stdio: "inherit", logLevel: "info" });
+console.log(`
+isostore is running
+  API:        ${worker.url}/v1   (OpenAPI: ${worker.url}/v1/openapi.json)
+  UI:         ${worker.url}/
+  dev token:  ${token}${created ? "   (new; saved in .dev.vars)" : "   (from .dev.vars)"}
+  try:        curl -H "Authorization: Bearer ${token}" ${worker.url}/v1/journals
+Ctrl-C stops it.`);
+const stop = () => void worker.stop().then(() => process.exit(0));
+process.on("SIGINT", stop);
+process.on("SIGTERM", stop);
+await new Promise((resolveExit) => worker.child.once("exit", resolveExit));
+process.exit(1);

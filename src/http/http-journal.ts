@@ -1,0 +1,470 @@
+/**
+ * `HttpJournal`: a `UsageJournal` over the isostore HTTP API
+ * (docs/http-api.md), for a browser, a Node service or another Worker.
+ *
+ * - Arguments are checked here first, with the same checks as the core
+ *   journal (`src/journal/arguments.ts`), so bad input fails with the same
+ *   typed error and never reaches the network.
+ * - Failures come back typed: a journal error answer is rebuilt into the same
+ *   class with the same fields (`src/journal/wire.ts`); anything else (auth,
+ *   an unknown journal, a proxy's 502) is a `BackendError` whose `cause` is an
+ *   {@link HttpError} with the status and the API's code.
+ * - Retries: a call is repeated (exponential backoff with jitter, up to
+ *   `retry.attempts` tries) when the server said it did nothing and may
+ *   succeed later (a retryable `backend` 503, 429), and, for calls that are
+ *   idempotent (append, appendBatch, ack, quarantine, prune and every read),
+ *   also when the request may or may not have arrived (a network failure, a
+ *   gateway's 502/504). Appends are idempotent on their request id, so a
+ *   retried append never journals twice. `at_capacity` is not retried: it is
+ *   the journal's answer, and the caller decides what to do with it.
+ * - Batching: `append` calls issued together (within `batching.maxDelayMs`,
+ *   default the same turn of the event loop) travel as one `append-batch`
+ *   request of up to `batching.maxEvents` (default 100); each caller still
+ *   gets its own result or error, in call order.
+ */
+import {
+  checkAttempts,
+  checkBatch,
+  checkClaim,
+  checkCursorText,
+  checkExtend,
+  checkListAudit,
+  checkListQuarantined,
+  checkNack,
+  checkOperatorAction,
+  checkPrune,
+  checkQuarantine,
+} from "../journal/arguments.js";
+import { BackendError, InvalidArgumentError, JournalError } from "../journal/errors.js";
+import { checkCapacity, checkDeliveryId, checkJournalName, checkUsageEvent, createUsageEvent, parseConsumerId } from "../journal/event.js";
+import type {
+  AppendResult,
+  Attempt,
+  AuditPage,
+  BatchAppendResult,
+  Capacity,
+  ClaimOptions,
+  ConsumerId,
+  Delivery,
+  DeliveryId,
+  DeliveryMode,
+  ExtendOptions,
+  JournalStats,
+  ListQuarantinedOptions,
+  NackOptions,
+  OperatorActionOptions,
+  PoisonReason,
+  PruneOptions,
+  QuarantinedEvent,
+  QuarantinePage,
+  UsageEvent,
+  UsageJournal,
+} from "../journal/types.js";
+import { decodeError, type WireBatchResult, type WireError } from "../journal/wire.js";
+
+/** The part of a `Response` the client reads; the platform's `Response` fits. */
+export interface ResponseLike {
+  readonly status: number;
+  readonly headers: { get(name: string): string | null };
+  text(): Promise<string>;
+}
+
+/** The part of `fetch` the client calls; the platform's `fetch` fits. */
+export type FetchLike = (url: string, init: { method: string; headers: Record<string, string>; body?: string }) => Promise<ResponseLike>;
+
+/** An answer of the API that is not a journal error (auth, routing, gateway), kept as the `cause` of a `BackendError`. */
+export class HttpError extends Error {
+  /** The HTTP status. */
+  readonly status: number;
+  /** The API's error code (`unauthorized`, `unknown_journal`, ...), or `http_<status>` when the body had none. */
+  readonly code: string;
+  constructor(status: number, code: string, message: string) {
+    super(`HTTP ${status} ${code}: ${message}`);
+    this.name = "HttpError";
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** Retry policy of {@link HttpJournal}. */
+export interface RetryOptions {
+  /** Tries in all, the first included (default 4; 1 turns retries off). */
+  readonly attempts?: number;
+  /** Delay before the first retry (default 100 ms); it doubles each retry. */
+  readonly baseDelayMs?: number;
+  /** Longest delay between tries (default 5000 ms). */
+  readonly maxDelayMs?: number;
+}
+
+/** Append batching of {@link HttpJournal}. */
+export interface BatchingOptions {
+  /** Most events per request (default 100, at most 1000). */
+  readonly maxEvents?: number;
+  /** How long the first queued append waits for company (default 0: the same turn of the event loop). */
+  readonly maxDelayMs?: number;
+}
+
+/** Options of {@link HttpJournal.connect}. */
+export interface HttpJournalOptions {
+  /** Where the API is, e.g. `"http://localhost:8787"` (the `/v1` routes are under it). */
+  readonly baseUrl: string;
+  /** The journal's name on the server. */
+  readonly journal: string;
+  /** A bearer token with the scopes the calls need. */
+  readonly token: string;
+  /** Default: `globalThis.fetch`. */
+  readonly fetch?: FetchLike;
+  readonly retry?: RetryOptions;
+  /** `false` sends every append on its own. */
+  readonly batching?: BatchingOptions | false;
+  /** Waits between retries (default `setTimeout`); injectable for tests. */
+  readonly sleep?: (ms: number) => Promise<void>;
+  /** Jitter source in [0, 1) (default `Math.random`). */
+  readonly random?: () => number;
+}
+
+/** What the constructor needs beyond the options: what `GET /v1/journals/{journal}` answers. */
+export interface HttpJournalDescriptor {
+  readonly capacity: Capacity;
+  readonly mode: DeliveryMode;
+}
+
+/** Result of one delivery of {@link HttpJournal.ackBatch}. */
+export type AckResult = { readonly ok: true } | { readonly ok: false; readonly error: JournalError };
+
+interface Call {
+  readonly method: "GET" | "POST";
+  readonly path: string;
+  readonly body?: unknown;
+  /** Whether repeating the call after an unknown outcome is harmless. */
+  readonly idempotent: boolean;
+}
+
+interface QueuedAppend {
+  readonly event: UsageEvent;
+  readonly resolve: (result: AppendResult) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+const JOURNAL_CODES = new Set(["at_capacity", "conflict", "not_outstanding", "quarantined", "already_acknowledged", "not_quarantined", "backend", "invalid_event", "invalid_consumer_id", "invalid_argument"]);
+
+const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+interface JsonEvent {
+  readonly record: UsageEvent["record"];
+  readonly observedAt: number;
+}
+
+/** Rebuild a canonical, frozen event from its JSON. */
+function eventOf(json: JsonEvent): UsageEvent {
+  return createUsageEvent({ record: json.record, observedAt: json.observedAt });
+}
+
+function quarantinedOf(item: QuarantinedEvent): QuarantinedEvent {
+  return { ...item, consumer: item.consumer, event: eventOf(item.event) };
+}
+
+/**
+ * A `UsageJournal` over the isostore HTTP API.
+ *
+ * @example
+ * import { HttpJournal } from "isostore/http";
+ * import { createUsageEvent, newRequestId, parseConsumerId } from "isostore";
+ *
+ * const journal = await HttpJournal.connect({ baseUrl: "http://localhost:8787", journal: "usage", token: process.env.ISOSTORE_TOKEN! });
+ * await journal.append(createUsageEvent({
+ *   record: { requestId: newRequestId(), namespace: "acme", subject: "user-1", data: { tokens: 42 } },
+ *   observedAt: Date.now(),
+ * }));
+ * const deliveries = await journal.claim(parseConsumerId("billing"), { maxEvents: 100, leaseMs: 30_000, now: Date.now() });
+ * await journal.ackBatch(deliveries.map((delivery) => delivery.id));
+ */
+export class HttpJournal implements UsageJournal {
+  readonly name: string;
+  readonly capacity: Capacity;
+  readonly mode: DeliveryMode;
+  private readonly base: string;
+  private readonly headers: Record<string, string>;
+  private readonly fetcher: FetchLike;
+  private readonly attemptsPerCall: number;
+  private readonly baseDelayMs: number;
+  private readonly maxDelayMs: number;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly random: () => number;
+  private readonly batchMax: number;
+  private readonly batchDelayMs: number;
+  private readonly batching: boolean;
+  private queue: QueuedAppend[] = [];
+  private flushTimer: ReturnType<typeof setTimeout> | null = null;
+
+  /**
+   * Ask the server for the journal's capacity and mode, and return a client.
+   *
+   * @throws BackendError (cause {@link HttpError}) when the journal is unknown or the token refused.
+   */
+  static async connect(options: HttpJournalOptions): Promise<HttpJournal> {
+    const probe = new HttpJournal({ ...options, capacity: { maxEvents: 1, maxDeliveryAttempts: 1, retainAcknowledgedMs: 0, policy: "refuse" }, mode: "telemetry_grade" });
+    const info = (await probe.send({ method: "GET", path: "", idempotent: true })) as HttpJournalDescriptor;
+    return new HttpJournal({ ...options, capacity: info.capacity, mode: info.mode });
+  }
+
+  /** A client for a journal whose capacity and mode are already known (else use {@link HttpJournal.connect}). */
+  constructor(options: HttpJournalOptions & HttpJournalDescriptor) {
+    this.name = checkJournalName(options.journal);
+    this.capacity = checkCapacity(options.capacity);
+    if (options.mode !== "billing_grade" && options.mode !== "telemetry_grade") throw new InvalidArgumentError("mode", "must be billing_grade or telemetry_grade");
+    this.mode = options.mode;
+    let url: URL;
+    try {
+      url = new URL(options.baseUrl);
+    } catch {
+      throw new InvalidArgumentError("baseUrl", "must be an absolute http(s) URL");
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new InvalidArgumentError("baseUrl", "must be an absolute http(s) URL");
+    this.base = `${url.origin}${url.pathname.replace(/\/+$/, "")}/v1/journals/${this.name}`;
+    if (typeof options.token !== "string" || !/^[\x21-\x7e]{1,512}$/.test(options.token)) throw new InvalidArgumentError("token", "must be 1 to 512 printable ASCII characters");
+    this.headers = { authorization: `Bearer ${options.token}`, accept: "application/json" };
+    const platformFetch = (globalThis as { fetch?: FetchLike }).fetch;
+    const fetcher = options.fetch ?? platformFetch;
+    if (!fetcher) throw new InvalidArgumentError("fetch", "no fetch given and none on globalThis");
+    this.fetcher = options.fetch ? fetcher : (url, init) => platformFetch!(url, init);
+    const retry = options.retry ?? {};
+    this.attemptsPerCall = retry.attempts ?? 4;
+    if (!Number.isSafeInteger(this.attemptsPerCall) || this.attemptsPerCall < 1 || this.attemptsPerCall > 20) throw new InvalidArgumentError("retry.attempts", "must be an integer from 1 to 20");
+    this.baseDelayMs = retry.baseDelayMs ?? 100;
+    this.maxDelayMs = retry.maxDelayMs ?? 5000;
+    this.sleep = options.sleep ?? defaultSleep;
+    this.random = options.random ?? Math.random;
+    this.batching = options.batching !== false;
+    const batching = options.batching === false ? {} : (options.batching ?? {});
+    this.batchMax = batching.maxEvents ?? 100;
+    if (!Number.isSafeInteger(this.batchMax) || this.batchMax < 1 || this.batchMax > 1000) throw new InvalidArgumentError("batching.maxEvents", "must be an integer from 1 to 1000");
+    this.batchDelayMs = batching.maxDelayMs ?? 0;
+  }
+
+  /** One API call with the retry policy; answers the parsed JSON body, or throws the typed error. */
+  private async send(call: Call): Promise<unknown> {
+    let delay = this.baseDelayMs;
+    for (let attempt = 1; ; attempt++) {
+      let failure: unknown;
+      let mayRetry: boolean;
+      try {
+        return await this.once(call);
+      } catch (error) {
+        failure = error;
+        mayRetry = retryableFailure(error, call.idempotent);
+      }
+      if (!mayRetry || attempt >= this.attemptsPerCall) throw failure;
+      await this.sleep(Math.min(this.maxDelayMs, delay) * (0.5 + this.random() / 2));
+      delay *= 2;
+    }
+  }
+
+  private async once(call: Call): Promise<unknown> {
+    const headers = call.body === undefined ? this.headers : { ...this.headers, "content-type": "application/json" };
+    let response: ResponseLike;
+    try {
+      response = await this.fetcher(`${this.base}${call.path}`, { method: call.method, headers, ...(call.body === undefined ? {} : { body: JSON.stringify(call.body) }) });
+    } catch (error) {
+      throw new BackendError(`the request to ${call.path || "/"} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: new NetworkFailure(error), retryable: true });
+    }
+    const text = await response.text();
+    let body: unknown = undefined;
+    try {
+      body = text === "" ? undefined : JSON.parse(text);
+    } catch {
+      body = undefined;
+    }
+    if (response.status >= 200 && response.status < 300) {
+      if (body === undefined) throw new BackendError(`the server answered ${response.status} without a JSON body`, { cause: new HttpError(response.status, "invalid_answer", text.slice(0, 200)) });
+      return body;
+    }
+    throw errorFromAnswer(response.status, body);
+  }
+
+  async append(event: UsageEvent): Promise<AppendResult> {
+    const checked = checkUsageEvent(event);
+    if (!this.batching) return this.sendOne(checked);
+    return new Promise<AppendResult>((resolve, reject) => {
+      this.queue.push({ event: checked, resolve, reject });
+      if (this.queue.length >= this.batchMax) this.flush();
+      else this.flushTimer ??= setTimeout(() => this.flush(), this.batchDelayMs);
+    });
+  }
+
+  private async sendOne(event: UsageEvent): Promise<AppendResult> {
+    const answer = (await this.send({ method: "POST", path: "/append", body: { event: wireEvent(event) }, idempotent: true })) as { result: AppendResult };
+    return answer.result;
+  }
+
+  /**
+   * Send what the append queue holds: one request of up to `batching.maxEvents`
+   * (the rest follow). A lone event goes to `/append`, so a refused append
+   * changes nothing at all, as with the core journal; in a batch, a refused
+   * event is refused alone and the others' transaction still commits.
+   */
+  private flush(): void {
+    if (this.flushTimer !== null) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    while (this.queue.length > 0) {
+      const taken = this.queue.splice(0, this.batchMax);
+      if (taken.length === 1) {
+        const [entry] = taken as [QueuedAppend];
+        this.sendOne(entry.event).then(entry.resolve, entry.reject);
+        continue;
+      }
+      void this.sendBatch(taken.map((entry) => entry.event)).then(
+        (results) =>
+          taken.forEach((entry, index) => {
+            const result = results[index]!;
+            if (result.status === "rejected") entry.reject(result.error);
+            else entry.resolve(result);
+          }),
+        (error: unknown) => taken.forEach((entry) => entry.reject(error)),
+      );
+    }
+  }
+
+  private async sendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
+    const answer = (await this.send({ method: "POST", path: "/append-batch", body: { events: events.map(wireEvent) }, idempotent: true })) as { results: WireBatchResult[] };
+    if (!Array.isArray(answer.results) || answer.results.length !== events.length) {
+      throw new BackendError("the server answered a batch with the wrong number of results", { cause: new HttpError(200, "invalid_answer", "results") });
+    }
+    return answer.results.map((result) => (result.status === "rejected" ? { status: "rejected", error: decodeError(result.error) } : result));
+  }
+
+  async appendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
+    const checked = checkBatch(events);
+    const valid = checked.filter((event): event is UsageEvent => !(event instanceof JournalError));
+    const sent = valid.length === 0 ? [] : await this.sendBatch(valid);
+    let next = 0;
+    return checked.map((event) => (event instanceof JournalError ? { status: "rejected", error: event } : sent[next++]!));
+  }
+
+  async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
+    const args = checkClaim(consumer, options);
+    const answer = (await this.send({ method: "POST", path: "/claim", body: args, idempotent: false })) as { deliveries: (Omit<Delivery, "event"> & { event: JsonEvent })[] };
+    return answer.deliveries.map((delivery) => ({ id: { ...delivery.id, consumer: parseConsumerId(delivery.id.consumer) }, event: eventOf(delivery.event), leaseExpiresAt: delivery.leaseExpiresAt }));
+  }
+
+  /**
+   * Acknowledge many deliveries in one request; one result per delivery, in
+   * order (a failed ack, e.g. `not_outstanding`, does not stop the others).
+   */
+  async ackBatch(deliveries: readonly DeliveryId[]): Promise<AckResult[]> {
+    if (!Array.isArray(deliveries) || deliveries.length < 1 || deliveries.length > 1000) throw new InvalidArgumentError("deliveries", "must be an array of 1 to 1000 delivery ids");
+    const checked = deliveries.map(checkDeliveryId);
+    const answer = (await this.send({ method: "POST", path: "/ack", body: { deliveries: checked }, idempotent: true })) as { results: ({ ok: true } | { ok: false; error: WireError })[] };
+    return answer.results.map((result) => (result.ok ? { ok: true } : { ok: false, error: decodeError(result.error) }));
+  }
+
+  async ack(delivery: DeliveryId): Promise<void> {
+    const [result] = await this.ackBatch([delivery]);
+    if (result && !result.ok) throw result.error;
+  }
+
+  async quarantine(delivery: DeliveryId, reason: PoisonReason): Promise<void> {
+    const args = checkQuarantine(delivery, reason);
+    await this.send({ method: "POST", path: "/quarantine", body: args, idempotent: true });
+  }
+
+  async extend(delivery: DeliveryId, options: ExtendOptions): Promise<{ leaseExpiresAt: number }> {
+    const args = checkExtend(delivery, options);
+    const answer = (await this.send({ method: "POST", path: "/extend", body: args, idempotent: false })) as { leaseExpiresAt: number };
+    return { leaseExpiresAt: answer.leaseExpiresAt };
+  }
+
+  async nack(delivery: DeliveryId, options: NackOptions): Promise<void> {
+    const args = checkNack(delivery, options);
+    await this.send({ method: "POST", path: "/nack", body: args, idempotent: false });
+  }
+
+  async stats(consumer: ConsumerId): Promise<JournalStats> {
+    const id = parseConsumerId(consumer);
+    return (await this.send({ method: "GET", path: `/consumers/${id}/stats`, idempotent: true })) as JournalStats;
+  }
+
+  async attempts(consumer: ConsumerId, requestId: string): Promise<Attempt[]> {
+    const args = checkAttempts(consumer, requestId);
+    const answer = (await this.send({ method: "GET", path: `/consumers/${args.consumer}/attempts/${args.requestId}`, idempotent: true })) as { attempts: Attempt[] };
+    return answer.attempts;
+  }
+
+  async listQuarantined(consumer: ConsumerId, options: ListQuarantinedOptions = {}): Promise<QuarantinePage> {
+    const args = checkListQuarantined(consumer, options);
+    const after = checkCursorText(args.after);
+    const query = new URLSearchParams({ limit: String(args.limit) });
+    if (after !== null) query.set("after", after);
+    if (options.query !== undefined) query.set("query", options.query);
+    if (args.order !== "oldest") query.set("order", args.order);
+    const page = (await this.send({ method: "GET", path: `/consumers/${args.consumer}/quarantined?${query.toString()}`, idempotent: true })) as QuarantinePage;
+    return { items: page.items.map(quarantinedOf), nextCursor: page.nextCursor };
+  }
+
+  private async operate(action: "release" | "discard", consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
+    const args = checkOperatorAction(action, consumer, requestId, options);
+    // By default the server records the token's name as the actor, whatever is sent (see `AppOptions.auditActor`).
+    const body = args.actor === null ? { now: args.now } : { now: args.now, actor: args.actor };
+    await this.send({ method: "POST", path: `/consumers/${args.consumer}/quarantined/${args.requestId}/${action}`, body, idempotent: false });
+  }
+
+  release(consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
+    return this.operate("release", consumer, requestId, options);
+  }
+
+  discard(consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
+    return this.operate("discard", consumer, requestId, options);
+  }
+
+  async listAudit(options: { readonly limit?: number; readonly after?: string | null } = {}): Promise<AuditPage> {
+    const args = checkListAudit(options);
+    const after = checkCursorText(args.after);
+    const query = new URLSearchParams({ limit: String(args.limit) });
+    if (after !== null) query.set("after", after);
+    return (await this.send({ method: "GET", path: `/audit?${query.toString()}`, idempotent: true })) as AuditPage;
+  }
+
+  async prune(options: PruneOptions): Promise<{ pruned: number }> {
+    const args = checkPrune(options);
+    const answer = (await this.send({ method: "POST", path: "/prune", body: args, idempotent: true })) as { pruned: number };
+    return { pruned: answer.pruned };
+  }
+}
+
+/** A fetch that threw (the request may or may not have reached the server). */
+class NetworkFailure extends Error {
+  constructor(cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    this.name = "NetworkFailure";
+  }
+}
+
+function wireEvent(event: UsageEvent): JsonEvent {
+  return { record: event.record, observedAt: event.observedAt };
+}
+
+/** The typed error of a non-2xx answer. */
+function errorFromAnswer(status: number, body: unknown): JournalError {
+  const error = typeof body === "object" && body !== null ? (body as { error?: unknown }).error : undefined;
+  const fields = typeof error === "object" && error !== null ? (error as Record<string, unknown>) : {};
+  const code = typeof fields["code"] === "string" ? fields["code"] : `http_${status}`;
+  const message = typeof fields["message"] === "string" ? fields["message"] : `the server answered ${status}`;
+  if (JOURNAL_CODES.has(code)) return decodeError(error as WireError);
+  if (code === "invalid_request" || code === "invalid_json") {
+    const detail = fields["fields"] as { argument?: unknown } | undefined;
+    return new InvalidArgumentError(typeof detail?.argument === "string" ? detail.argument : "request", message);
+  }
+  // Auth, routing or a gateway: not a journal answer. 429 and 5xx may pass.
+  const retryable = status === 429 || status === 502 || status === 503 || status === 504;
+  return new BackendError(`HTTP ${status} ${code}: ${message}`, { cause: new HttpError(status, code, message), retryable });
+}
+
+/** Whether a failed try may be repeated (see the module comment). */
+function retryableFailure(error: unknown, idempotent: boolean): boolean {
+  if (!(error instanceof JournalError) || !error.retryable || error.code !== "backend") return false;
+  const cause = error.cause;
+  if (cause instanceof NetworkFailure) return idempotent;
+  if (cause instanceof HttpError) return cause.status === 429 || cause.status === 503 || idempotent;
+  // A journal `backend` error the server reported as retryable: its transaction did not commit.
+  return true;
+}

@@ -1,0 +1,156 @@
+/**
+ * The argument checks of every `UsageJournal` call, in one place, so that
+ * each implementation (the core journal, the partitioned journal, the HTTP
+ * client) refuses bad input with the same typed error, naming the same
+ * argument, before it touches storage or the network.
+ */
+import { InvalidArgumentError, JournalError } from "./errors.js";
+import { checkDeliveryId, checkInteger, checkText, checkUsageEvent, isRequestId, parseConsumerId } from "./event.js";
+import type {
+  ClaimOptions,
+  ConsumerId,
+  DeliveryId,
+  ExtendOptions,
+  ListQuarantinedOptions,
+  NackOptions,
+  OperatorActionOptions,
+  PoisonReason,
+  PruneOptions,
+  UsageEvent,
+} from "./types.js";
+
+/** Most events one `appendBatch` takes. */
+export const MAX_BATCH_EVENTS = 1000;
+/** Longest lease: 12 hours. */
+export const MAX_LEASE_MS = 12 * 60 * 60 * 1000;
+/** Most events one claim returns. */
+export const MAX_CLAIM_EVENTS = 10_000;
+/** Longest cursor text any journal issues or accepts. */
+export const MAX_CURSOR_CHARS = 4096;
+
+/** The reasons an event may be quarantined for. */
+export const POISON_REASONS: readonly PoisonReason[] = Object.freeze(["malformed", "rejected", "attempts_exhausted"]);
+
+/** A clock reading: a non-negative integer of epoch ms. */
+export function checkNow(argument: string, now: unknown): number {
+  return checkInteger(argument, now, 0);
+}
+
+/** A request id given as an argument (not inside an event). */
+export function checkRequestId(requestId: unknown): string {
+  if (!isRequestId(requestId)) throw new InvalidArgumentError("requestId", "must be a UUIDv7 request id");
+  return requestId;
+}
+
+/** The events of an `appendBatch`: each checked event, or the error that refuses it in place. */
+export function checkBatch(events: readonly UsageEvent[]): (UsageEvent | JournalError)[] {
+  const list: unknown = events;
+  if (!Array.isArray(list)) throw new InvalidArgumentError("events", "must be an array of usage events");
+  if (events.length > MAX_BATCH_EVENTS) {
+    throw new InvalidArgumentError("events", `a batch holds at most ${MAX_BATCH_EVENTS} events, got ${events.length}`);
+  }
+  return events.map((event): UsageEvent | JournalError => {
+    try {
+      return checkUsageEvent(event);
+    } catch (error) {
+      if (error instanceof JournalError) return error;
+      throw error;
+    }
+  });
+}
+
+/** The arguments of `claim`. */
+export function checkClaim(consumer: ConsumerId, options: ClaimOptions): { consumer: ConsumerId; maxEvents: number; leaseMs: number; now: number } {
+  const id = parseConsumerId(consumer);
+  if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "claim needs { maxEvents, leaseMs, now }");
+  return {
+    consumer: id,
+    maxEvents: checkInteger("maxEvents", options.maxEvents, 1, MAX_CLAIM_EVENTS),
+    leaseMs: checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS),
+    now: checkNow("now", options.now),
+  };
+}
+
+/** The arguments of `quarantine`. */
+export function checkQuarantine(delivery: DeliveryId, reason: PoisonReason): { delivery: DeliveryId; reason: PoisonReason } {
+  const id = checkDeliveryId(delivery);
+  if (!POISON_REASONS.includes(reason)) throw new InvalidArgumentError("reason", `must be one of ${POISON_REASONS.join(", ")}`);
+  return { delivery: id, reason };
+}
+
+/** The arguments of `extend`. */
+export function checkExtend(delivery: DeliveryId, options: ExtendOptions): { delivery: DeliveryId; leaseMs: number; now: number } {
+  const id = checkDeliveryId(delivery);
+  if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "extend needs { leaseMs, now }");
+  return { delivery: id, leaseMs: checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS), now: checkNow("now", options.now) };
+}
+
+/** The arguments of `nack`. */
+export function checkNack(delivery: DeliveryId, options: NackOptions): { delivery: DeliveryId; retryAfterMs: number; error: string; now: number } {
+  const id = checkDeliveryId(delivery);
+  if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "nack needs { retryAfterMs, error, now }");
+  return {
+    delivery: id,
+    retryAfterMs: checkInteger("retryAfterMs", options.retryAfterMs, 0, MAX_LEASE_MS),
+    error: checkText("error", options.error, 2000),
+    now: checkNow("now", options.now),
+  };
+}
+
+/** The arguments of `attempts`. */
+export function checkAttempts(consumer: ConsumerId, requestId: string): { consumer: ConsumerId; requestId: string } {
+  return { consumer: parseConsumerId(consumer), requestId: checkRequestId(requestId) };
+}
+
+/** A cursor argument: absent, null, or a string (each journal parses its own format). */
+export function checkCursorText(after: unknown): string | null {
+  if (after === undefined || after === null) return null;
+  if (typeof after !== "string" || after.length === 0 || after.length > MAX_CURSOR_CHARS) {
+    throw new InvalidArgumentError("after", "is not a cursor this journal issued");
+  }
+  return after;
+}
+
+/** The arguments of `listQuarantined`; `query` is lowercased ("" when absent), `after` is left for the journal to parse. */
+export function checkListQuarantined(
+  consumer: ConsumerId,
+  options: ListQuarantinedOptions,
+): { consumer: ConsumerId; limit: number; after: string | null | undefined; query: string; order: "oldest" | "newest" } {
+  const id = parseConsumerId(consumer);
+  if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "must be an object");
+  const limit = checkInteger("limit", options.limit ?? 100, 1, 1000);
+  const query = options.query === undefined ? "" : checkText("query", options.query, 200).toLowerCase();
+  const order = options.order ?? "oldest";
+  if (order !== "oldest" && order !== "newest") throw new InvalidArgumentError("order", 'must be "oldest" or "newest"');
+  return { consumer: id, limit, after: options.after, query, order };
+}
+
+/** The arguments of `release` and `discard`. */
+export function checkOperatorAction(
+  action: "release" | "discard",
+  consumer: ConsumerId,
+  requestId: string,
+  options: OperatorActionOptions,
+): { consumer: ConsumerId; requestId: string; now: number; actor: string | null } {
+  const id = parseConsumerId(consumer);
+  const request = checkRequestId(requestId);
+  if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", `${action} needs { now }`);
+  return {
+    consumer: id,
+    requestId: request,
+    now: checkNow("now", options.now),
+    actor: options.actor === undefined ? null : checkText("actor", options.actor, 200),
+  };
+}
+
+/** The arguments of `listAudit`; `after` is left for the journal to parse. */
+export function checkListAudit(options: { readonly limit?: number; readonly after?: string | null }): { limit: number; after: string | null | undefined } {
+  if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "must be an object");
+  return { limit: checkInteger("limit", options.limit ?? 100, 1, 1000), after: options.after };
+}
+
+/** The arguments of `prune`. */
+export function checkPrune(options: PruneOptions): { now: number; limit: number } {
+  if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "prune needs { now }");
+  return { now: checkNow("now", options.now), limit: checkInteger("limit", options.limit ?? 1000, 1, 100_000) };
+}

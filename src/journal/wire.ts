@@ -1,0 +1,146 @@
+/**
+ * How typed journal errors cross a process boundary: Workers RPC between
+ * `PartitionedJournal` and a `JournalPartition`, and the HTTP API between the
+ * worker and `HttpJournal`.
+ *
+ * Structured clone and JSON keep an Error's message but not its class or
+ * fields. So a journal error travels as a {@link WireError} (plain data) that
+ * {@link decodeError} rebuilds into the same class with the same code, spec
+ * fields and message. Decoding never trusts its input: a field of the wrong
+ * type rebuilds a plain `JournalError` with the same code, and an unknown code
+ * a retryable-as-sent `BackendError`.
+ */
+import {
+  AlreadyAcknowledgedError,
+  AtCapacityError,
+  BackendError,
+  EventConflictError,
+  InvalidArgumentError,
+  InvalidConsumerIdError,
+  InvalidEventError,
+  JournalError,
+  type JournalErrorCode,
+  NotOutstandingError,
+  NotQuarantinedError,
+  QuarantinedError,
+} from "./errors.js";
+import type { BatchAppendResult, Capacity, DeliveryId } from "./types.js";
+
+/** A journal error as plain data. */
+export interface WireError {
+  readonly name: string;
+  readonly code: string;
+  readonly message: string;
+  readonly retryable: boolean;
+  readonly fields: Record<string, unknown>;
+}
+
+/** The answer of every partition call: a value, or a journal error as data. */
+export type WireOutcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: WireError };
+
+const FIELDS = ["key", "delivery", "pending", "capacity", "rule", "argument", "consumer", "requestId"] as const;
+
+/** A journal error as data. Any other error becomes a `BackendError` first (keeping `retryable`). */
+export function encodeError(error: unknown): WireError {
+  const journalError =
+    error instanceof JournalError
+      ? error
+      : new BackendError(error instanceof Error ? error.message : String(error), {
+          cause: error,
+          retryable: typeof error === "object" && error !== null && (error as { retryable?: unknown }).retryable === true,
+        });
+  const fields: Record<string, unknown> = {};
+  const source = journalError as unknown as Record<string, unknown>;
+  for (const field of FIELDS) if (field in journalError) fields[field] = source[field];
+  return { name: journalError.name, code: journalError.code, message: journalError.message, retryable: journalError.retryable, fields };
+}
+
+const CODES: ReadonlySet<string> = new Set<JournalErrorCode>([
+  "at_capacity",
+  "conflict",
+  "not_outstanding",
+  "quarantined",
+  "already_acknowledged",
+  "not_quarantined",
+  "backend",
+  "invalid_event",
+  "invalid_consumer_id",
+  "invalid_argument",
+]);
+
+const isText = (value: unknown): value is string => typeof value === "string";
+const isDelivery = (value: unknown): value is DeliveryId =>
+  typeof value === "object" && value !== null && isText((value as DeliveryId).consumer) && isText((value as DeliveryId).event) && Number.isSafeInteger((value as DeliveryId).attempt);
+const isCapacity = (value: unknown): value is Capacity =>
+  typeof value === "object" &&
+  value !== null &&
+  ["maxEvents", "maxDeliveryAttempts", "retainAcknowledgedMs"].every((field) => Number.isSafeInteger((value as Record<string, unknown>)[field])) &&
+  ((value as Capacity).policy === "refuse" || (value as Capacity).policy === "drop_oldest");
+
+/** The typed error `wire` describes, or null when its fields do not fit its class. */
+function rebuild(wire: WireError): JournalError | null {
+  const f: Record<string, unknown> = typeof wire.fields === "object" && wire.fields !== null ? wire.fields : {};
+  switch (wire.name) {
+    case "AtCapacityError":
+      return Number.isSafeInteger(f["pending"]) && isCapacity(f["capacity"]) ? new AtCapacityError(f["pending"] as number, f["capacity"]) : null;
+    case "EventConflictError":
+      return isText(f["key"]) ? new EventConflictError(f["key"]) : null;
+    case "NotOutstandingError":
+      return isDelivery(f["delivery"]) ? new NotOutstandingError(f["delivery"]) : null;
+    case "QuarantinedError":
+      return isDelivery(f["delivery"]) ? new QuarantinedError(f["delivery"]) : null;
+    case "AlreadyAcknowledgedError":
+      return isDelivery(f["delivery"]) ? new AlreadyAcknowledgedError(f["delivery"]) : null;
+    case "NotQuarantinedError":
+      return isText(f["consumer"]) && isText(f["requestId"]) ? new NotQuarantinedError(f["consumer"], f["requestId"]) : null;
+    case "InvalidEventError":
+      return isText(f["requestId"]) && isText(f["rule"]) ? new InvalidEventError(f["requestId"], f["rule"], "") : null;
+    case "InvalidConsumerIdError": {
+      const rule = f["rule"];
+      return isText(f["consumer"]) && (rule === "empty" || rule === "too_long" || rule === "character") ? new InvalidConsumerIdError(f["consumer"], rule, "") : null;
+    }
+    case "InvalidArgumentError":
+      return isText(f["argument"]) ? new InvalidArgumentError(f["argument"], "") : null;
+    case "BackendError":
+      return new BackendError("", { retryable: wire.retryable === true });
+    default:
+      return null;
+  }
+}
+
+/**
+ * Rebuild the typed journal error a {@link WireError} describes (same class,
+ * code, fields and message). Input that does not describe a known error
+ * class becomes a plain `JournalError` with its code when the code is known,
+ * else a `BackendError`; `retryable` is kept as sent.
+ */
+export function decodeError(wire: WireError): JournalError {
+  const code = typeof wire === "object" && wire !== null && isText(wire.code) && CODES.has(wire.code) ? (wire.code as JournalErrorCode) : "backend";
+  const retryable = typeof wire === "object" && wire !== null && wire.retryable === true;
+  let error = typeof wire === "object" && wire !== null ? rebuild(wire) : null;
+  if (error === null || error.code !== code) {
+    error = code === "backend" ? new BackendError("", { retryable }) : new JournalError(code, "", { retryable });
+  }
+  error.message = typeof wire === "object" && wire !== null && isText(wire.message) ? wire.message : `journal error \`${code}\``;
+  return error;
+}
+
+/** Run `call` and answer with a {@link WireOutcome}. */
+export async function toWire<T>(call: () => Promise<T>): Promise<WireOutcome<T>> {
+  try {
+    return { ok: true, value: await call() };
+  } catch (error) {
+    return { ok: false, error: encodeError(error) };
+  }
+}
+
+/** Batch results with their errors as data. */
+export type WireBatchResult = Exclude<BatchAppendResult, { status: "rejected" }> | { readonly status: "rejected"; readonly error: WireError };
+
+export function encodeBatch(results: readonly BatchAppendResult[]): WireBatchResult[] {
+  return results.map((result) => (result.status === "rejected" ? { status: "rejected", error: encodeError(result.error) } : result));
+}
+
+export function decodeBatch(results: readonly WireBatchResult[]): BatchAppendResult[] {
+  return results.map((result) => (result.status === "rejected" ? { status: "rejected", error: decodeError(result.error) } : result));
+}

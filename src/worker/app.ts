@@ -1,0 +1,712 @@
+/**
+ * `createApp`: the HTTP API over any `UsageJournal` (docs/http-api.md).
+ *
+ * The order every request goes through, so that bad input changes nothing:
+ * CORS preflight -> body size cap (413, before parsing) -> JSON content type
+ * for bodies (415) -> bearer auth (401, health is the only open route) ->
+ * route match (404/405) -> zod validation of params, query and body (400) ->
+ * scope check (403) -> the journal call. Journal errors keep their code and
+ * become statuses in one place (`./errors.ts`).
+ */
+import { OpenAPIHono, createRoute, type z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { cors } from "hono/cors";
+import { HTTPException } from "hono/http-exception";
+import { createUsageEvent, parseConsumerId } from "../journal/event.js";
+import type { ConsumerId, QuarantinedEvent, UsageJournal } from "../journal/types.js";
+import { encodeBatch, encodeError } from "../journal/wire.js";
+import { TokenMatcher, mayAppend, type Principal, type TokenConfig } from "./auth.js";
+import { ApiError, errorAnswer } from "./errors.js";
+import * as s from "./schemas.js";
+
+/** A journal the app serves, with the consumers an operator may pick from. */
+export interface ServedJournal {
+  readonly journal: UsageJournal;
+  /** Consumers offered by `GET /v1/journals` (the UI's picker); any valid name may still be used. */
+  readonly consumers?: readonly string[];
+}
+
+/** Journals by name. */
+export type JournalTable = Readonly<Record<string, UsageJournal | ServedJournal>>;
+
+/** Options of {@link createApp}. */
+export interface AppOptions {
+  /**
+   * The journals served, by the name used in paths (`/v1/journals/{name}`);
+   * or a function that makes them for each request (a Worker whose journals
+   * hold per-request platform objects, such as Durable Object stubs, which
+   * may not cross requests).
+   */
+  readonly journals: JournalTable | (() => JournalTable);
+  /** Bearer tokens and their scopes (see `./auth.ts`). */
+  readonly auth: { readonly tokens: readonly TokenConfig[] };
+  /** Origins allowed to call the API from a browser (CORS); none by default. `["*"]` allows any. */
+  readonly corsOrigins?: readonly string[];
+  /** Largest request body accepted, in bytes (default 1 MiB). */
+  readonly maxBodyBytes?: number;
+  /**
+   * Who the audit log records for release and discard: `"token"` (default)
+   * records the bearer token's name whatever the caller says, so the log shows
+   * what the credential proves; `"caller"` records the `actor` the request
+   * reports (or null), exactly as the journal contract has it (a trusted
+   * gateway in front, or the conformance suite).
+   */
+  readonly auditActor?: "token" | "caller";
+  /** The server's clock for calls that take `now` and omit it (default `Date.now`). */
+  readonly clock?: () => number;
+  /**
+   * Answers requests outside `/v1` (the operator UI's static files). The app
+   * adds the UI's security headers (strict CSP, no framing, no sniffing).
+   */
+  readonly assets?: (request: Request) => Promise<Response> | Response;
+}
+
+/** The Hono environment of the app's handlers. */
+export interface AppEnv {
+  Variables: { principal: Principal; journals: ReadonlyMap<string, ServedJournal> };
+}
+
+const isServed = (entry: UsageJournal | ServedJournal): entry is ServedJournal => "journal" in entry && typeof entry.journal === "object";
+
+const JSON_TYPE = /^application\/([\w.-]+\+)?json$/i;
+
+/** Security headers of everything the app answers. */
+const SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+};
+
+/** Extra headers of the UI's pages and files. */
+const UI_HEADERS: Readonly<Record<string, string>> = {
+  "content-security-policy": "default-src 'self'; img-src 'self' data: blob:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'",
+  "x-frame-options": "DENY",
+  "cross-origin-opener-policy": "same-origin",
+};
+
+function errorResponse(error: unknown): Response {
+  const answer = errorAnswer(error);
+  return new Response(JSON.stringify(answer.body), {
+    status: answer.status,
+    headers: { "content-type": "application/json; charset=utf-8", ...SECURITY_HEADERS, ...answer.headers },
+  });
+}
+
+function describeIssues(issues: readonly { path: readonly PropertyKey[]; message: string }[]): string {
+  return issues
+    .slice(0, 5)
+    .map((issue) => `${issue.path.length > 0 ? issue.path.map(String).join(".") : "(request)"}: ${issue.message}`)
+    .join("; ");
+}
+
+/**
+ * Build the HTTP API over the given journals.
+ *
+ * @example
+ * import { createApp } from "isostore/worker";
+ * import { createJournal, BILLING_GRADE } from "isostore";
+ * import { memoryEngine } from "isostore/memory";
+ *
+ * const app = createApp({
+ *   journals: { usage: { journal: createJournal(memoryEngine(), { name: "usage", capacity: BILLING_GRADE }), consumers: ["billing"] } },
+ *   auth: { tokens: [{ name: "ops", token: "a-long-random-secret", scopes: ["operate", "consume", "append:*"] }] },
+ * });
+ * const answer = await app.fetch(new Request("http://localhost/v1/health"));
+ */
+export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
+  const clock = options.clock ?? Date.now;
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const table = (journals: JournalTable) => new Map(Object.entries(journals).map(([name, entry]) => [name, isServed(entry) ? entry : { journal: entry }] as const));
+  const fixed = typeof options.journals === "function" ? null : table(options.journals);
+  const makeJournals = typeof options.journals === "function" ? options.journals : null;
+  const matcher = new TokenMatcher(options.auth.tokens);
+
+  const app = new OpenAPIHono<AppEnv>({
+    defaultHook: (result) => {
+      if (!result.success) {
+        const first = result.error.issues[0]?.path.filter((part): part is string => typeof part === "string").pop();
+        throw new ApiError("invalid_request", describeIssues(result.error.issues), first);
+      }
+    },
+  });
+
+  app.onError((error) => {
+    if (error instanceof HTTPException) {
+      if (error.status === 413) return errorResponse(new ApiError("payload_too_large", `the body is over ${maxBodyBytes} bytes`));
+      if (error.status === 400) return errorResponse(new ApiError("invalid_json", "the body is not valid JSON"));
+      return errorResponse(new ApiError("invalid_request", error.message));
+    }
+    if (!(error instanceof ApiError) && !(error instanceof Error && "code" in error)) console.error("isostore worker:", error);
+    return errorResponse(error);
+  });
+
+  // Routes are registered below; this list answers 405 for a known path with another method.
+  const known: { method: string; pattern: RegExp }[] = [];
+  app.notFound((c) => {
+    const path = c.req.path;
+    if (!path.startsWith("/v1/") && path !== "/v1" && options.assets) return serveAsset(c.req.raw);
+    const other = known.some((route) => route.pattern.test(path));
+    return errorResponse(other ? new ApiError("method_not_allowed", `${c.req.method} is not allowed on ${path}`) : new ApiError("not_found", `no route ${path}`));
+  });
+
+  async function serveAsset(request: Request): Promise<Response> {
+    const answer = await options.assets!(request);
+    const response = new Response(answer.body, answer);
+    for (const [name, value] of Object.entries({ ...SECURITY_HEADERS, ...UI_HEADERS })) response.headers.set(name, value);
+    return response;
+  }
+
+  if (options.corsOrigins && options.corsOrigins.length > 0) {
+    const origins = [...options.corsOrigins];
+    app.use(
+      "/v1/*",
+      cors({
+        origin: origins.includes("*") ? "*" : origins,
+        allowMethods: ["GET", "POST", "OPTIONS"],
+        allowHeaders: ["authorization", "content-type"],
+        exposeHeaders: ["retry-after"],
+        maxAge: 600,
+      }),
+    );
+  }
+
+  app.use("/v1/*", async (c, next) => {
+    await next();
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) c.res.headers.set(name, value);
+    c.res.headers.set("cache-control", "no-store");
+  });
+
+  app.use(
+    "/v1/*",
+    bodyLimit({
+      maxSize: maxBodyBytes,
+      onError: () => {
+        throw new ApiError("payload_too_large", `the body is over ${maxBodyBytes} bytes`);
+      },
+    }),
+  );
+
+  app.use("/v1/*", async (c, next) => {
+    if (c.req.method === "POST") {
+      const type = (c.req.header("content-type") ?? "").split(";")[0]!.trim();
+      if (!JSON_TYPE.test(type)) throw new ApiError("unsupported_media_type", "send the body as application/json");
+    }
+    if (c.req.path === "/v1/health") return next();
+    const header = c.req.header("authorization") ?? "";
+    const match = /^Bearer ([\x21-\x7e]{1,512})$/.exec(header);
+    if (!match) throw new ApiError("unauthorized", "send `Authorization: Bearer <token>`");
+    const principal = await matcher.match(match[1]!);
+    if (!principal) throw new ApiError("unauthorized", "the token is not valid");
+    c.set("principal", principal);
+    c.set("journals", fixed ?? table(makeJournals!()));
+    return next();
+  });
+
+  /** Register an OpenAPI route and remember its path for 405 answers. */
+  function remember(method: string, path: string): void {
+    known.push({ method, pattern: new RegExp(`^${path.replace(/\{[^}]+\}/g, "[^/]+")}$`) });
+  }
+
+  /** The `actor` option of an operator action (see `AppOptions.auditActor`). */
+  function actorOf(principal: Principal, reported: string | undefined): { actor?: string } {
+    if (options.auditActor === "caller") return reported === undefined ? {} : { actor: reported };
+    return { actor: principal.name };
+  }
+
+  function journalOf(c: Context<AppEnv>, name: string): ServedJournal {
+    const entry = c.get("journals").get(name);
+    if (!entry) throw new ApiError("unknown_journal", `no journal \`${name}\``);
+    return entry;
+  }
+
+  function need(c: Context<AppEnv>, ...anyOf: string[]): Principal {
+    const principal = c.get("principal");
+    if (!anyOf.some((scope) => principal.scopes.has(scope))) {
+      throw new ApiError("forbidden", `this token lacks the scope ${anyOf.map((scope) => `\`${scope}\``).join(" or ")}`);
+    }
+    return principal;
+  }
+
+  const errors = {
+    400: { description: "invalid request", content: { "application/json": { schema: s.ErrorSchema } } },
+    401: { description: "missing or wrong token", content: { "application/json": { schema: s.ErrorSchema } } },
+    403: { description: "the token lacks the scope", content: { "application/json": { schema: s.ErrorSchema } } },
+    404: { description: "unknown journal, or not outstanding / not quarantined", content: { "application/json": { schema: s.ErrorSchema } } },
+    409: { description: "conflict, quarantined or already acknowledged", content: { "application/json": { schema: s.ErrorSchema } } },
+    413: { description: "body over the cap", content: { "application/json": { schema: s.ErrorSchema } } },
+    415: { description: "body not JSON", content: { "application/json": { schema: s.ErrorSchema } } },
+    503: { description: "at capacity or backend unavailable; see Retry-After", content: { "application/json": { schema: s.ErrorSchema } } },
+  } as const;
+  const ok = <T extends z.ZodType>(schema: T, description: string) => ({ 200: { description, content: { "application/json": { schema } } }, ...errors });
+  const body = <T extends z.ZodType>(schema: T) => ({ body: { required: true, content: { "application/json": { schema } } } });
+  const security = [{ bearer: [] }];
+
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer" });
+
+  // --- open and discovery routes ----------------------------------------------------------------
+
+  remember("get", "/v1/health");
+  app.openapi(
+    createRoute({ method: "get", path: "/v1/health", summary: "Liveness (no auth)", responses: { 200: { description: "alive", content: { "application/json": { schema: s.HealthSchema } } } } }),
+    (c) => c.json({ ok: true } as never, 200),
+  );
+
+  remember("get", "/v1/openapi.json");
+  app.get("/v1/openapi.json", (c) =>
+    c.json(
+      app.getOpenAPI31Document({
+        openapi: "3.1.0",
+        info: { title: "isostore", version: "1", description: "Durable usage journal API (see docs/http-api.md)" },
+        security,
+      }),
+    ),
+  );
+
+  const info = (name: string, entry: ServedJournal) => ({
+    name,
+    capacity: entry.journal.capacity,
+    mode: entry.journal.mode,
+    consumers: [...(entry.consumers ?? [])],
+  });
+
+  remember("get", "/v1/journals");
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/journals",
+      summary: "The journals served",
+      security,
+      responses: ok(s.JournalListSchema, "the journals"),
+    }),
+    (c) => c.json({ journals: [...c.get("journals")].map(([name, entry]) => info(name, entry)) } as never, 200),
+  );
+
+  remember("get", "/v1/journals/{journal}");
+  app.openapi(
+    createRoute({ method: "get", path: "/v1/journals/{journal}", summary: "One journal's capacity, mode and known consumers", security, request: { params: s.JournalParamsSchema }, responses: ok(s.JournalInfoSchema, "the journal") }),
+    (c) => {
+      const { journal } = c.req.valid("param");
+      return c.json(info(journal, journalOf(c, journal)) as never, 200);
+    },
+  );
+
+  // --- producing --------------------------------------------------------------------------------
+
+  remember("post", "/v1/journals/{journal}/append");
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/journals/{journal}/append",
+      summary: "Append one event (idempotent on its request id)",
+      description: "Resolves after the journal accepted the event; with a billing-grade journal that means it is durable. Needs `append:<namespace>` or `append:*`.",
+      security,
+      request: { params: s.JournalParamsSchema, ...body(s.AppendBodySchema) },
+      responses: ok(s.AppendAnswerSchema, "accepted or already present"),
+    }),
+    async (c) => {
+      const { journal } = c.req.valid("param");
+      const { event } = c.req.valid("json");
+      const entry = journalOf(c, journal);
+      const principal = c.get("principal");
+      if (!mayAppend(principal, event.record.namespace)) throw new ApiError("forbidden", `this token may not append to namespace \`${event.record.namespace}\``);
+      const result = await entry.journal.append(createUsageEvent(event as Parameters<typeof createUsageEvent>[0]));
+      return c.json({ result } as never, 200);
+    },
+  );
+
+  remember("post", "/v1/journals/{journal}/append-batch");
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/journals/{journal}/append-batch",
+      summary: "Append up to 1000 events; one result per event, in order",
+      description: "An invalid event is `rejected` in place and the rest are appended. The token must may append every namespace of the batch, else nothing is appended (403).",
+      security,
+      request: { params: s.JournalParamsSchema, ...body(s.AppendBatchBodySchema) },
+      responses: ok(s.AppendBatchAnswerSchema, "per-event results"),
+    }),
+    async (c) => {
+      const { journal } = c.req.valid("param");
+      const { events } = c.req.valid("json");
+      const entry = journalOf(c, journal);
+      const principal = c.get("principal");
+      for (const event of events) {
+        if (!mayAppend(principal, event.record.namespace)) throw new ApiError("forbidden", `this token may not append to namespace \`${event.record.namespace}\``);
+      }
+      // Invalid events are rejected in place by the journal's own check (appendBatch is per-event).
+      const built = events.map((event) => {
+        try {
+          return createUsageEvent(event as Parameters<typeof createUsageEvent>[0]);
+        } catch {
+          return event as never;
+        }
+      });
+      const results = await entry.journal.appendBatch(built);
+      return c.json({ results: encodeBatch(results) } as never, 200);
+    },
+  );
+
+  // --- consuming --------------------------------------------------------------------------------
+
+  remember("post", "/v1/journals/{journal}/claim");
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/journals/{journal}/claim",
+      summary: "Claim up to maxEvents deliverable events for a consumer",
+      description: "At most one event per ordering key is in flight; events stay leased until `leaseExpiresAt`. Needs `consume`.",
+      security,
+      request: { params: s.JournalParamsSchema, ...body(s.ClaimBodySchema) },
+      responses: ok(s.ClaimAnswerSchema, "the deliveries (possibly none)"),
+    }),
+    async (c) => {
+      need(c, "consume");
+      const { journal } = c.req.valid("param");
+      const request = c.req.valid("json");
+      const deliveries = await journalOf(c, journal).journal.claim(parseConsumerId(request.consumer), {
+        maxEvents: request.maxEvents,
+        leaseMs: request.leaseMs,
+        now: request.now ?? clock(),
+      });
+      return c.json({ deliveries } as never, 200);
+    },
+  );
+
+  remember("post", "/v1/journals/{journal}/ack");
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/journals/{journal}/ack",
+      summary: "Acknowledge up to 1000 deliveries; one result per delivery, in order",
+      description: "Each ack is idempotent; a failed one (e.g. `not_outstanding`) does not stop the others. Needs `consume`.",
+      security,
+      request: { params: s.JournalParamsSchema, ...body(s.AckBodySchema) },
+      responses: ok(s.AckAnswerSchema, "per-delivery results"),
+    }),
+    async (c) => {
+      need(c, "consume");
+      const { journal } = c.req.valid("param");
+      const { deliveries } = c.req.valid("json");
+      const target = journalOf(c, journal).journal;
+      const results: ({ ok: true } | { ok: false; error: ReturnType<typeof encodeError> })[] = [];
+      for (const delivery of deliveries) {
+        try {
+          await target.ack(delivery as never);
+          results.push({ ok: true });
+        } catch (error) {
+          const wire = encodeError(error);
+          // A backend failure fails the whole request (retryable), so no ack is reported lost.
+          if (wire.code === "backend") throw error;
+          results.push({ ok: false, error: wire });
+        }
+      }
+      return c.json({ results } as never, 200);
+    },
+  );
+
+  remember("post", "/v1/journals/{journal}/nack");
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/journals/{journal}/nack",
+      summary: "Give a delivery back; claimable again after retryAfterMs",
+      security,
+      request: { params: s.JournalParamsSchema, ...body(s.NackBodySchema) },
+      responses: ok(s.EmptyAnswerSchema, "nacked"),
+    }),
+    async (c) => {
+      need(c, "consume");
+      const { journal } = c.req.valid("param");
+      const request = c.req.valid("json");
+      await journalOf(c, journal).journal.nack(request.delivery as never, { retryAfterMs: request.retryAfterMs, error: request.error, now: request.now ?? clock() });
+      return c.json({} as never, 200);
+    },
+  );
+
+  remember("post", "/v1/journals/{journal}/extend");
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/journals/{journal}/extend",
+      summary: "Heartbeat: the lease runs until now + leaseMs",
+      security,
+      request: { params: s.JournalParamsSchema, ...body(s.ExtendBodySchema) },
+      responses: ok(s.ExtendAnswerSchema, "the new lease end"),
+    }),
+    async (c) => {
+      need(c, "consume");
+      const { journal } = c.req.valid("param");
+      const request = c.req.valid("json");
+      const answer = await journalOf(c, journal).journal.extend(request.delivery as never, { leaseMs: request.leaseMs, now: request.now ?? clock() });
+      return c.json(answer as never, 200);
+    },
+  );
+
+  remember("post", "/v1/journals/{journal}/quarantine");
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/journals/{journal}/quarantine",
+      summary: "Set a delivered event aside as poison",
+      security,
+      request: { params: s.JournalParamsSchema, ...body(s.QuarantineBodySchema) },
+      responses: ok(s.EmptyAnswerSchema, "quarantined"),
+    }),
+    async (c) => {
+      need(c, "consume");
+      const { journal } = c.req.valid("param");
+      const request = c.req.valid("json");
+      await journalOf(c, journal).journal.quarantine(request.delivery as never, request.reason);
+      return c.json({} as never, 200);
+    },
+  );
+
+  remember("get", "/v1/journals/{journal}/consumers/{consumer}/stats");
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/journals/{journal}/consumers/{consumer}/stats",
+      summary: "Depth, in flight, quarantined, oldest pending age, dropped, capacity",
+      security,
+      request: { params: s.ConsumerParamsSchema },
+      responses: ok(s.StatsSchema, "the consumer's stats"),
+    }),
+    async (c) => {
+      need(c, "consume", "operate");
+      const { journal, consumer } = c.req.valid("param");
+      return c.json((await journalOf(c, journal).journal.stats(parseConsumerId(consumer))) as never, 200);
+    },
+  );
+
+  remember("get", "/v1/journals/{journal}/consumers/{consumer}/attempts/{requestId}");
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/journals/{journal}/consumers/{consumer}/attempts/{requestId}",
+      summary: "The delivery attempts of one event to one consumer",
+      security,
+      request: { params: s.EventParamsSchema },
+      responses: ok(s.AttemptsAnswerSchema, "the attempts, oldest first"),
+    }),
+    async (c) => {
+      need(c, "consume", "operate");
+      const { journal, consumer, requestId } = c.req.valid("param");
+      return c.json({ attempts: await journalOf(c, journal).journal.attempts(parseConsumerId(consumer), requestId) } as never, 200);
+    },
+  );
+
+  // --- operating ------------------------------------------------------------------------------
+
+  type Filter = z.infer<typeof s.QuarantineFilterSchema>;
+
+  /** Whether a quarantined event passes the exact filters the journal's substring query cannot express. */
+  const passes = (item: QuarantinedEvent, filter: Filter) =>
+    (filter.reason === undefined || item.reason === filter.reason) &&
+    (filter.key === undefined || `${item.event.orderingKey.namespace}/${item.event.orderingKey.subject}` === filter.key);
+
+  /** The journal query that narrows a filter best: the free text, else the key, else the reason. */
+  const journalQuery = (filter: Filter) => filter.query ?? filter.key ?? filter.reason;
+
+  /** Visit the quarantined events of a filter, page by page, until `visit` says stop. */
+  async function eachQuarantined(target: UsageJournal, consumer: ConsumerId, filter: Filter, visit: (item: QuarantinedEvent) => boolean | Promise<boolean>): Promise<void> {
+    let after: string | null = null;
+    const query = journalQuery(filter);
+    for (;;) {
+      const page = await target.listQuarantined(consumer, { limit: 500, after, ...(query === undefined ? {} : { query }) });
+      for (const item of page.items) if (passes(item, filter) && !(await visit(item))) return;
+      if (page.nextCursor === null) return;
+      after = page.nextCursor;
+    }
+  }
+
+  remember("get", "/v1/journals/{journal}/consumers/{consumer}/quarantined");
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/journals/{journal}/consumers/{consumer}/quarantined",
+      summary: "Quarantined events of a consumer, in cursor pages",
+      description:
+        "Oldest position first, or newest with `order=newest`. `query` is a case-insensitive substring of the request id, ordering key or reason; `reason` and `key` filter exactly, so a filtered page may hold fewer than `limit` items while `nextCursor` is not null. Needs `operate`.",
+      security,
+      request: { params: s.ConsumerParamsSchema, query: s.QuarantineListQuerySchema },
+      responses: ok(s.QuarantinePageSchema, "one page"),
+    }),
+    async (c) => {
+      need(c, "operate");
+      const { journal, consumer } = c.req.valid("param");
+      const { limit, after, order, ...filter } = c.req.valid("query");
+      const query = journalQuery(filter);
+      const page = await journalOf(c, journal).journal.listQuarantined(parseConsumerId(consumer), {
+        ...(limit === undefined ? {} : { limit }),
+        ...(order === undefined ? {} : { order }),
+        ...(after === undefined ? {} : { after }),
+        ...(query === undefined ? {} : { query }),
+      });
+      return c.json({ items: page.items.filter((item) => passes(item, filter)), nextCursor: page.nextCursor } as never, 200);
+    },
+  );
+
+  for (const action of ["release", "discard"] as const) {
+    const path = `/v1/journals/{journal}/consumers/{consumer}/quarantined/{requestId}/${action}`;
+    remember("post", path);
+    app.openapi(
+      createRoute({
+        method: "post",
+        path,
+        summary: action === "release" ? "Put a quarantined event back on its key at its original position" : "Finish a quarantined event without delivering it",
+        description: "Recorded in the audit log; the actor is the token's name (or, when the worker is configured so, the `actor` sent). Needs `operate`.",
+        security,
+        request: { params: s.EventParamsSchema, ...body(s.OperatorBodySchema) },
+        responses: ok(s.EmptyAnswerSchema, `${action}d`),
+      }),
+      async (c) => {
+        const principal = need(c, "operate");
+        const { journal, consumer, requestId } = c.req.valid("param");
+        const { now, actor } = c.req.valid("json");
+        await journalOf(c, journal).journal[action](parseConsumerId(consumer), requestId, { now: now ?? clock(), ...actorOf(principal, actor) });
+        return c.json({} as never, 200);
+      },
+    );
+  }
+
+  remember("post", "/v1/journals/{journal}/consumers/{consumer}/quarantined/bulk");
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/journals/{journal}/consumers/{consumer}/quarantined/bulk",
+      summary: "Release or discard every quarantined event of a filter (dry run first)",
+      description:
+        "Collects up to `max` (default 1000) matching events, then, unless `dryRun`, applies the action to each in position order. `matched` counts what the filter selected; `more` says the filter selects more than `max`. Needs `operate`.",
+      security,
+      request: { params: s.ConsumerParamsSchema, ...body(s.BulkBodySchema) },
+      responses: ok(s.BulkAnswerSchema, "counts"),
+    }),
+    async (c) => {
+      const principal = need(c, "operate");
+      const { journal, consumer } = c.req.valid("param");
+      const { action, dryRun, max = 1000, now, ...filter } = c.req.valid("json");
+      const target = journalOf(c, journal).journal;
+      const id = parseConsumerId(consumer);
+      const selected: string[] = [];
+      let more = false;
+      await eachQuarantined(target, id, filter, (item) => {
+        if (selected.length === max) {
+          more = true;
+          return false;
+        }
+        selected.push(item.event.id);
+        return true;
+      });
+      let applied = 0;
+      const failed: { requestId: string; error: ReturnType<typeof encodeError> }[] = [];
+      if (!dryRun) {
+        const at = now ?? clock();
+        for (const requestId of selected) {
+          try {
+            await target[action](id, requestId, { now: at, ...actorOf(principal, undefined) });
+            applied += 1;
+          } catch (error) {
+            failed.push({ requestId, error: encodeError(error) });
+          }
+        }
+      }
+      return c.json({ matched: selected.length, more, applied, failed } as never, 200);
+    },
+  );
+
+  remember("get", "/v1/journals/{journal}/consumers/{consumer}/quarantined/export");
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/journals/{journal}/consumers/{consumer}/quarantined/export",
+      summary: "NDJSON export of the quarantined events of a filter, with attempt histories",
+      security,
+      request: { params: s.ConsumerParamsSchema, query: s.QuarantineFilterSchema },
+      responses: { 200: { description: "one QuarantinedEvent per line", content: { "application/x-ndjson": { schema: s.QuarantinedEventSchema } } }, ...errors },
+    }),
+    async (c) => {
+      need(c, "operate");
+      const { journal, consumer } = c.req.valid("param");
+      const filter = c.req.valid("query");
+      const target = journalOf(c, journal).journal;
+      const id = parseConsumerId(consumer);
+      const query = journalQuery(filter);
+      const encoder = new TextEncoder();
+      let after: string | null = null;
+      let done = false;
+      // Pulled one journal page at a time, so a large quarantine streams in bounded memory.
+      const stream = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          if (done) return controller.close();
+          const page = await target.listQuarantined(id, { limit: 200, after, ...(query === undefined ? {} : { query }) });
+          const lines = page.items.filter((item) => passes(item, filter)).map((item) => `${JSON.stringify(item)}\n`);
+          if (lines.length > 0) controller.enqueue(encoder.encode(lines.join("")));
+          after = page.nextCursor;
+          if (after === null) done = true;
+        },
+      });
+      return new Response(stream, {
+        status: 200,
+        headers: {
+          "content-type": "application/x-ndjson; charset=utf-8",
+          "content-disposition": `attachment; filename="${journal}-${consumer}-quarantined.ndjson"`,
+        },
+      }) as never;
+    },
+  );
+
+  remember("get", "/v1/journals/{journal}/audit");
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/journals/{journal}/audit",
+      summary: "The operator audit log, oldest first",
+      description: "With `requestId`, every entry of that event from `after` on, in one answer (`limit` does not apply; an event has few). Needs `operate`.",
+      security,
+      request: { params: s.JournalParamsSchema, query: s.AuditQuerySchema },
+      responses: ok(s.AuditPageSchema, "one page"),
+    }),
+    async (c) => {
+      need(c, "operate");
+      const { journal } = c.req.valid("param");
+      const { limit = 100, after, requestId } = c.req.valid("query");
+      const target = journalOf(c, journal).journal;
+      if (requestId === undefined) {
+        return c.json((await target.listAudit({ limit, ...(after === undefined ? {} : { after }) })) as never, 200);
+      }
+      // Filtered: the whole log is read (cursors are the journal's, so a filtered page cannot end mid-page).
+      const items = [];
+      let cursor: string | null = after ?? null;
+      do {
+        const page = await target.listAudit({ limit: 1000, after: cursor });
+        for (const entry of page.items) if (entry.requestId === requestId) items.push(entry);
+        cursor = page.nextCursor;
+      } while (cursor !== null);
+      return c.json({ items, nextCursor: null } as never, 200);
+    },
+  );
+
+  remember("post", "/v1/journals/{journal}/prune");
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/journals/{journal}/prune",
+      summary: "Forget events every consumer finished with whose window has passed",
+      security,
+      request: { params: s.JournalParamsSchema, ...body(s.PruneBodySchema) },
+      responses: ok(s.PruneAnswerSchema, "how many were pruned"),
+    }),
+    async (c) => {
+      need(c, "operate");
+      const { journal } = c.req.valid("param");
+      const { now, limit } = c.req.valid("json");
+      return c.json((await journalOf(c, journal).journal.prune({ now: now ?? clock(), ...(limit === undefined ? {} : { limit }) })) as never, 200);
+    },
+  );
+
+  if (options.assets) {
+    app.get("*", (c) => serveAsset(c.req.raw));
+  }
+
+  return app;
+}

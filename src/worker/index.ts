@@ -1,0 +1,16 @@
+/**
+ * `isostore/worker`: the HTTP API over any `UsageJournal` (a Hono app), for
+ * the isostore Worker and for your own.
+ *
+ * - {@link createApp}: the `/v1` JSON API (docs/http-api.md), validated by zod
+ *   schemas that are also its OpenAPI document, with bearer-token scopes.
+ *
+ * @example
+ * import { createApp } from "isostore/worker";
+ * const app = createApp({ journals: { usage: journal }, auth: { tokens } });
+ * export default { fetch: app.fetch };
+ */
+export { createApp, type AppEnv, type AppOptions, type ServedJournal } from "./app.js";
+export { checkTokens, TokenMatcher, type Principal, type Scope, type TokenConfig } from "./auth.js";
+export { ApiError, STATUS_OF, RETRY_AFTER_SECONDS, errorAnswer, type ApiErrorCode, type ErrorBody } from "./errors.js";
+export { MAX_ACK_BATCH, MAX_BULK } from "./schemas.js";

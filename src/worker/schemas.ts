@@ -1,0 +1,237 @@
+/**
+ * The zod schemas of the HTTP API: they validate every request at the
+ * boundary and are the single source of the OpenAPI document
+ * (`/v1/openapi.json`). Objects are strict (an unknown field is refused),
+ * strings and arrays have limits, names follow the journal's grammar. The
+ * journal validates again behind them (a UUIDv7 request id, JSON data depth
+ * and size), so these schemas are the first gate, not the only one.
+ */
+import { z } from "@hono/zod-openapi";
+import { MAX_CONSUMER_ID_LENGTH, MAX_ORDERING_PART_LENGTH } from "../journal/event.js";
+import { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_LEASE_MS } from "../journal/journal.js";
+
+/** Most delivery ids one ack request may carry. */
+export const MAX_ACK_BATCH = 1000;
+/** Most quarantined events one bulk action visits. */
+export const MAX_BULK = 10_000;
+
+const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const NAME = /^[a-z0-9_-]+$/;
+
+const epochMs = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
+/** A UUIDv7 request id in canonical form. */
+export const RequestIdSchema = z.string().max(36).regex(UUID_V7, "a UUIDv7 in lowercase hyphenated form").openapi({ example: "01936f3e-7c1a-7d2b-8c3d-4e5f60718293" });
+
+/** A journal name (the path segment). */
+export const JournalNameSchema = z.string().min(1).max(63).regex(NAME, "lowercase letters, digits, `-` and `_`").openapi({ example: "usage" });
+
+/** A consumer name. */
+export const ConsumerSchema = z
+  .string()
+  .min(1)
+  .max(MAX_CONSUMER_ID_LENGTH)
+  .regex(NAME, "lowercase letters, digits, `-` and `_`")
+  .openapi({ example: "billing" });
+
+/** Any JSON value (the record's `data`); the journal checks its depth and size. */
+const JsonSchema: z.ZodType<unknown> = z.unknown().openapi({ description: "any JSON value, at most 32 levels deep and 64 KiB of canonical JSON" });
+
+const OrderingPart = z.string().min(1).max(MAX_ORDERING_PART_LENGTH);
+
+/** A usage record as sent. */
+export const RecordSchema = z
+  .strictObject({ requestId: RequestIdSchema, namespace: OrderingPart, subject: OrderingPart, data: JsonSchema })
+  .openapi("UsageRecord");
+
+/** An event sent to the API: a record and when it was observed. */
+export const ObservedRecordSchema = z.strictObject({ record: RecordSchema, observedAt: epochMs }).openapi("ObservedRecord");
+
+/** An event as the API answers it. */
+export const UsageEventSchema = z
+  .object({
+    id: RequestIdSchema,
+    orderingKey: z.object({ namespace: z.string(), subject: z.string() }),
+    record: RecordSchema,
+    observedAt: epochMs,
+  })
+  .openapi("UsageEvent");
+
+/** A delivery id. */
+export const DeliveryIdSchema = z
+  .strictObject({ consumer: ConsumerSchema, event: RequestIdSchema, attempt: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER) })
+  .openapi("DeliveryId");
+
+/** Why an event was set aside. */
+export const PoisonReasonSchema = z.enum(["malformed", "rejected", "attempts_exhausted"]).openapi("PoisonReason");
+
+/** The error body of every failed call. */
+export const ErrorSchema = z
+  .object({
+    error: z.object({
+      code: z.string().openapi({ example: "conflict" }),
+      message: z.string(),
+      retryable: z.boolean(),
+      name: z.string().optional().openapi({ description: "the journal error's class, when it is one" }),
+      fields: z.record(z.string(), z.unknown()).optional().openapi({ description: "the journal error's spec fields" }),
+    }),
+  })
+  .openapi("Error");
+
+/** A journal error inside a batch answer. */
+export const WireErrorSchema = z
+  .object({ name: z.string(), code: z.string(), message: z.string(), retryable: z.boolean(), fields: z.record(z.string(), z.unknown()) })
+  .openapi("JournalError");
+
+export const CapacitySchema = z
+  .object({
+    maxEvents: z.number().int(),
+    maxDeliveryAttempts: z.number().int(),
+    retainAcknowledgedMs: z.number().int(),
+    policy: z.enum(["refuse", "drop_oldest"]),
+  })
+  .openapi("Capacity");
+
+export const JournalInfoSchema = z
+  .object({
+    name: z.string(),
+    capacity: CapacitySchema,
+    mode: z.enum(["telemetry_grade", "billing_grade"]),
+    consumers: z.array(z.string()).openapi({ description: "consumers the worker is configured to know (the UI offers them)" }),
+  })
+  .openapi("JournalInfo");
+
+export const HealthSchema = z.object({ ok: z.literal(true) });
+export const JournalListSchema = z.object({ journals: z.array(JournalInfoSchema) });
+
+const AppendResultSchema = z.object({ status: z.enum(["accepted", "already_present"]), position: z.number().int() });
+
+export const AppendBodySchema = z.strictObject({ event: ObservedRecordSchema });
+export const AppendAnswerSchema = z.object({ result: AppendResultSchema });
+
+export const AppendBatchBodySchema = z.strictObject({ events: z.array(ObservedRecordSchema).min(1).max(MAX_BATCH_EVENTS) });
+export const AppendBatchAnswerSchema = z.object({
+  results: z.array(z.union([AppendResultSchema, z.object({ status: z.literal("rejected"), error: WireErrorSchema })])),
+});
+
+export const ClaimBodySchema = z.strictObject({
+  consumer: ConsumerSchema,
+  maxEvents: z.number().int().min(1).max(MAX_CLAIM_EVENTS),
+  leaseMs: z.number().int().min(1).max(MAX_LEASE_MS),
+  now: epochMs.optional(),
+});
+export const ClaimAnswerSchema = z.object({
+  deliveries: z.array(z.object({ id: DeliveryIdSchema, event: UsageEventSchema, leaseExpiresAt: z.number().int() }).openapi("Delivery")),
+});
+
+export const AckBodySchema = z.strictObject({ deliveries: z.array(DeliveryIdSchema).min(1).max(MAX_ACK_BATCH) });
+export const AckAnswerSchema = z.object({
+  results: z.array(z.union([z.object({ ok: z.literal(true) }), z.object({ ok: z.literal(false), error: WireErrorSchema })])),
+});
+
+export const NackBodySchema = z.strictObject({
+  delivery: DeliveryIdSchema,
+  retryAfterMs: z.number().int().min(0).max(MAX_LEASE_MS),
+  error: z.string().max(2000),
+  now: epochMs.optional(),
+});
+export const ExtendBodySchema = z.strictObject({ delivery: DeliveryIdSchema, leaseMs: z.number().int().min(1).max(MAX_LEASE_MS), now: epochMs.optional() });
+export const ExtendAnswerSchema = z.object({ leaseExpiresAt: z.number().int() });
+export const QuarantineBodySchema = z.strictObject({ delivery: DeliveryIdSchema, reason: PoisonReasonSchema });
+export const EmptyAnswerSchema = z.object({});
+
+export const StatsSchema = z
+  .object({
+    pending: z.number().int(),
+    inFlight: z.number().int(),
+    quarantined: z.number().int(),
+    oldestPendingAgeMs: z.number().int().nullable(),
+    dropped: z.number().int(),
+    capacity: CapacitySchema,
+  })
+  .openapi("JournalStats");
+
+const OutcomeSchema = z.union([
+  z.object({ kind: z.literal("acked"), at: z.number().int() }),
+  z.object({ kind: z.literal("nacked"), at: z.number().int(), error: z.string() }),
+  z.object({ kind: z.literal("quarantined"), at: z.number().int(), reason: PoisonReasonSchema }),
+  z.object({ kind: z.literal("expired"), at: z.number().int() }),
+]);
+export const AttemptSchema = z
+  .object({ attempt: z.number().int(), claimedAt: z.number().int(), leaseExpiresAt: z.number().int(), outcome: OutcomeSchema.nullable() })
+  .openapi("Attempt");
+export const AttemptsAnswerSchema = z.object({ attempts: z.array(AttemptSchema) });
+
+export const QuarantinedEventSchema = z
+  .object({
+    consumer: z.string(),
+    event: UsageEventSchema,
+    position: z.number().int(),
+    reason: PoisonReasonSchema,
+    quarantinedAt: z.number().int(),
+    attempts: z.array(AttemptSchema),
+  })
+  .openapi("QuarantinedEvent");
+export const QuarantinePageSchema = z.object({ items: z.array(QuarantinedEventSchema), nextCursor: z.string().nullable() }).openapi("QuarantinePage");
+
+const cursor = z.string().min(1).max(4096);
+const limit = z.coerce.number().int().min(1).max(1000);
+
+/** Filters of the quarantine routes (query string). */
+export const QuarantineFilterSchema = z.strictObject({
+  query: z.string().max(200).optional(),
+  reason: PoisonReasonSchema.optional(),
+  key: z.string().min(3).max(2 * MAX_ORDERING_PART_LENGTH + 1).optional().openapi({ description: "an ordering key `namespace/subject`, exact" }),
+});
+export const QuarantineListQuerySchema = QuarantineFilterSchema.extend({
+  limit: limit.optional(),
+  after: cursor.optional(),
+  order: z.enum(["oldest", "newest"]).optional().openapi({ description: "`newest` lists the newest position first; cursors continue in their own order" }),
+});
+
+export const OperatorBodySchema = z.strictObject({
+  now: epochMs.optional(),
+  actor: z.string().max(200).optional().openapi({ description: "who acts; recorded only when the worker trusts callers to say (`auditActor: \"caller\"`)" }),
+});
+export const BulkBodySchema = z.strictObject({
+  action: z.enum(["release", "discard"]),
+  dryRun: z.boolean(),
+  query: z.string().max(200).optional(),
+  reason: PoisonReasonSchema.optional(),
+  key: z.string().min(3).max(2 * MAX_ORDERING_PART_LENGTH + 1).optional(),
+  max: z.number().int().min(1).max(MAX_BULK).optional(),
+  now: epochMs.optional(),
+});
+export const BulkAnswerSchema = z.object({
+  matched: z.number().int(),
+  more: z.boolean().openapi({ description: "the filter selects more than `max`" }),
+  applied: z.number().int(),
+  failed: z.array(z.object({ requestId: z.string(), error: WireErrorSchema })),
+});
+
+export const AuditQuerySchema = z.strictObject({ limit: limit.optional(), after: cursor.optional(), requestId: RequestIdSchema.optional() });
+export const AuditPageSchema = z
+  .object({
+    items: z.array(
+      z
+        .object({
+          seq: z.number().int(),
+          at: z.number().int(),
+          action: z.enum(["release", "discard"]),
+          consumer: z.string(),
+          requestId: z.string(),
+          reason: PoisonReasonSchema,
+          actor: z.string().nullable(),
+        })
+        .openapi("AuditEntry"),
+    ),
+    nextCursor: z.string().nullable(),
+  })
+  .openapi("AuditPage");
+
+export const PruneBodySchema = z.strictObject({ now: epochMs.optional(), limit: z.number().int().min(1).max(100_000).optional() });
+export const PruneAnswerSchema = z.object({ pruned: z.number().int() });
+
+export const JournalParamsSchema = z.strictObject({ journal: JournalNameSchema });
+export const ConsumerParamsSchema = JournalParamsSchema.extend({ consumer: ConsumerSchema });
+export const EventParamsSchema = ConsumerParamsSchema.extend({ requestId: RequestIdSchema });

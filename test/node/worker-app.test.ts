@@ -1,0 +1,204 @@
+/**
+ * The HTTP layer of `isostore/worker` over a memory journal: auth and scopes,
+ * the error mapping, body and content-type gates, CORS, the operator routes
+ * (filters, bulk with a dry run, NDJSON export, audit by event), the audit
+ * actor, and the OpenAPI document (validated, and the validator shown to
+ * refuse a broken one).
+ */
+import { validate } from "@readme/openapi-parser";
+import { describe, expect, it } from "vitest";
+import { memoryEngine } from "../../adapters/memory/index.js";
+import { HttpJournal, type FetchLike } from "../../src/http/index.js";
+import { createJournal, createUsageEvent, parseConsumerId, type Capacity, type UsageJournal } from "../../src/index.js";
+import { createApp, type AppOptions } from "../../src/worker/index.js";
+
+const OPS = "operator-token-0123456789";
+const CONSUME = "consumer-token-0123456789";
+const ACME = "acme-producer-token-01234";
+const t0 = 1_700_000_000_000;
+const billing = parseConsumerId("billing");
+const rid = (n: number) => `0190b000-0000-7000-8000-${n.toString(16).padStart(12, "0")}`;
+const CAPACITY: Capacity = { maxEvents: 50, maxDeliveryAttempts: 3, retainAcknowledgedMs: 60_000, policy: "refuse" };
+
+function setup(extra: Partial<AppOptions> = {}, capacity: Capacity = CAPACITY) {
+  let now = t0;
+  const journal = createJournal(memoryEngine(), { name: "usage", capacity, clock: () => now });
+  const app = createApp({
+    journals: { usage: { journal, consumers: ["billing"] } },
+    auth: {
+      tokens: [
+        { name: "ops", token: OPS, scopes: ["operate", "consume", "append:*"] },
+        { name: "worker", token: CONSUME, scopes: ["consume"] },
+        { name: "acme-producer", token: ACME, scopes: ["append:acme"] },
+      ],
+    },
+    clock: () => now,
+    ...extra,
+  });
+  const call = async (method: string, path: string, options: { token?: string | null; body?: unknown; headers?: Record<string, string> } = {}) => {
+    const headers: Record<string, string> = { ...(options.token === null ? {} : { authorization: `Bearer ${options.token ?? OPS}` }) };
+    if (options.body !== undefined) headers["content-type"] = "application/json";
+    const response = await app.fetch(
+      new Request(`http://isostore.test${path}`, {
+        method,
+        headers: { ...headers, ...options.headers },
+        ...(options.body === undefined ? {} : { body: typeof options.body === "string" ? options.body : JSON.stringify(options.body) }),
+      }),
+    );
+    const text = await response.text();
+    let json: unknown = undefined;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    return { status: response.status, headers: response.headers, text, json: json as Record<string, unknown> & { error?: { code: string; message: string } } };
+  };
+  const fetch: FetchLike = async (url, init) => app.fetch(new Request(url, init));
+  const client = new HttpJournal({ baseUrl: "http://isostore.test", journal: "usage", token: OPS, fetch, capacity, mode: journal.mode });
+  return { app, journal, call, client, advance: (ms: number) => (now += ms) };
+}
+
+const event = (n: number, namespace = "acme", subject = `user-${n}`) => ({ record: { requestId: rid(n), namespace, subject, data: { tokens: n } }, observedAt: t0 });
+
+/** Append `count` events, claim them all, quarantine them with the given reasons (cycled). */
+async function quarantined(journal: UsageJournal, count: number, reasons: ("malformed" | "rejected" | "attempts_exhausted")[]) {
+  for (let n = 1; n <= count; n++) await journal.append(createUsageEvent(event(n, n % 2 === 0 ? "acme" : "globex", `user-${n}`)));
+  const deliveries = await journal.claim(billing, { maxEvents: count, leaseMs: 60_000, now: t0 });
+  for (const [index, delivery] of deliveries.entries()) await journal.quarantine(delivery.id, reasons[index % reasons.length]!);
+}
+
+describe("auth and scopes", () => {
+  it("health is the only open route; a missing, malformed or unknown token is 401", async () => {
+    const { call } = setup();
+    expect((await call("GET", "/v1/health", { token: null })).status).toBe(200);
+    for (const path of ["/v1/journals", "/v1/openapi.json", "/v1/journals/usage/consumers/billing/stats"]) {
+      expect((await call("GET", path, { token: null })).json.error?.code).toBe("unauthorized");
+    }
+    expect((await call("GET", "/v1/journals", { token: "not-a-token-of-ours-at-all" })).status).toBe(401);
+    expect((await call("GET", "/v1/journals", { headers: { authorization: `Basic ${OPS}` }, token: null })).status).toBe(401);
+    expect((await call("GET", "/v1/journals", { headers: { cookie: `token=${OPS}` }, token: null })).status).toBe(401);
+  });
+
+  it("append is scoped by namespace, for single appends and whole batches", async () => {
+    const { call, journal } = setup();
+    expect((await call("POST", "/v1/journals/usage/append", { token: ACME, body: { event: event(1, "acme") } })).status).toBe(200);
+    const refused = await call("POST", "/v1/journals/usage/append", { token: ACME, body: { event: event(2, "globex") } });
+    expect([refused.status, refused.json.error?.code]).toEqual([403, "forbidden"]);
+    const batch = await call("POST", "/v1/journals/usage/append-batch", { token: ACME, body: { events: [event(3, "acme"), event(4, "globex")] } });
+    expect(batch.status).toBe(403);
+    expect((await journal.stats(billing)).pending).toBe(1);
+  });
+
+  it("consume cannot operate; append cannot consume", async () => {
+    const { call } = setup();
+    expect((await call("GET", "/v1/journals/usage/consumers/billing/quarantined", { token: CONSUME })).status).toBe(403);
+    expect((await call("POST", "/v1/journals/usage/prune", { token: CONSUME, body: {} })).status).toBe(403);
+    expect((await call("POST", "/v1/journals/usage/claim", { token: ACME, body: { consumer: "billing", maxEvents: 1, leaseMs: 1000 } })).status).toBe(403);
+    expect((await call("GET", "/v1/journals/usage/consumers/billing/stats", { token: CONSUME })).status).toBe(200);
+  });
+});
+
+describe("gates and the error mapping", () => {
+  it("refuses a form POST (415), an oversize body (413), a wrong method (405), unknown routes and journals (404)", async () => {
+    const { call, journal } = setup({ maxBodyBytes: 4096 });
+    const form = await call("POST", "/v1/journals/usage/consumers/billing/quarantined/" + rid(1) + "/release", {
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: "now=1",
+    });
+    expect([form.status, form.json.error?.code]).toEqual([415, "unsupported_media_type"]);
+    const big = await call("POST", "/v1/journals/usage/append", { body: { event: { ...event(1), record: { ...event(1).record, data: "x".repeat(5000) } } } });
+    expect([big.status, big.json.error?.code]).toEqual([413, "payload_too_large"]);
+    expect((await call("DELETE", "/v1/journals/usage/append")).json.error?.code).toBe("method_not_allowed");
+    expect((await call("GET", "/v1/nothing-here")).json.error?.code).toBe("not_found");
+    expect((await call("GET", "/v1/journals/other/consumers/billing/stats")).json.error?.code).toBe("unknown_journal");
+    expect((await journal.stats(billing)).pending).toBe(0);
+  });
+
+  it("maps journal errors to statuses, with the typed fields; at_capacity is 503 with Retry-After", async () => {
+    const { call } = setup({}, { ...CAPACITY, maxEvents: 1 });
+    expect((await call("POST", "/v1/journals/usage/append", { body: { event: event(1) } })).status).toBe(200);
+    const conflict = await call("POST", "/v1/journals/usage/append", { body: { event: { ...event(1), record: { ...event(1).record, data: 2 } } } });
+    expect([conflict.status, conflict.json.error?.code]).toEqual([409, "conflict"]);
+    const full = await call("POST", "/v1/journals/usage/append", { body: { event: event(2) } });
+    expect([full.status, full.json.error?.code, full.headers.get("retry-after")]).toEqual([503, "at_capacity", "1"]);
+    expect((full.json.error as unknown as { fields: { pending: number } }).fields.pending).toBe(1);
+    const stray = await call("POST", "/v1/journals/usage/ack", { body: { deliveries: [{ consumer: "billing", event: rid(9), attempt: 1 }] } });
+    expect(stray.status).toBe(200);
+    expect((stray.json["results"] as { ok: boolean; error: { code: string } }[])[0]!.error.code).toBe("not_outstanding");
+    const invalid = await call("POST", "/v1/journals/usage/claim", { body: { consumer: "billing", maxEvents: 0, leaseMs: 1000 } });
+    expect([invalid.status, invalid.json.error?.code]).toEqual([400, "invalid_request"]);
+  });
+
+  it("the client rebuilds typed errors from answers", async () => {
+    const { client } = setup({}, { ...CAPACITY, maxEvents: 1 });
+    await client.append(createUsageEvent(event(1)));
+    await expect(client.append(createUsageEvent(event(2)))).rejects.toMatchObject({ name: "AtCapacityError", code: "at_capacity", pending: 1 });
+    await expect(client.ack({ consumer: billing, event: rid(1), attempt: 1 })).rejects.toMatchObject({ name: "NotOutstandingError", code: "not_outstanding" });
+  });
+
+  it("answers CORS preflights only for configured origins", async () => {
+    const { call } = setup({ corsOrigins: ["https://app.example"] });
+    const allowed = await call("OPTIONS", "/v1/journals/usage/append", { token: null, headers: { origin: "https://app.example", "access-control-request-method": "POST" } });
+    expect(allowed.headers.get("access-control-allow-origin")).toBe("https://app.example");
+    const other = await call("OPTIONS", "/v1/journals/usage/append", { token: null, headers: { origin: "https://evil.example", "access-control-request-method": "POST" } });
+    expect(other.headers.get("access-control-allow-origin")).toBeNull();
+  });
+});
+
+describe("operator routes", () => {
+  it("filter by reason and key; newest first; bulk dry run then apply; export NDJSON; audit by event with the token's name", async () => {
+    const { call, journal } = setup();
+    await quarantined(journal, 6, ["malformed", "rejected"]);
+    const list = await call("GET", "/v1/journals/usage/consumers/billing/quarantined?reason=rejected&order=newest");
+    expect((list.json["items"] as { position: number }[]).map((item) => item.position)).toEqual([6, 4, 2]);
+    const byKey = await call("GET", "/v1/journals/usage/consumers/billing/quarantined?key=acme%2Fuser-4");
+    expect((byKey.json["items"] as { event: { id: string } }[]).map((item) => item.event.id)).toEqual([rid(4)]);
+
+    const dry = await call("POST", "/v1/journals/usage/consumers/billing/quarantined/bulk", { body: { action: "release", dryRun: true, reason: "malformed" } });
+    expect(dry.json).toMatchObject({ matched: 3, applied: 0, more: false });
+    expect((await journal.stats(billing)).quarantined).toBe(6);
+    const applied = await call("POST", "/v1/journals/usage/consumers/billing/quarantined/bulk", { body: { action: "release", dryRun: false, reason: "malformed", actor: "mallory" } });
+    expect(applied.status).toBe(400); // `actor` is not a bulk field: the token names the actor
+    const done = await call("POST", "/v1/journals/usage/consumers/billing/quarantined/bulk", { body: { action: "release", dryRun: false, reason: "malformed" } });
+    expect(done.json).toMatchObject({ matched: 3, applied: 3, failed: [] });
+    expect((await journal.stats(billing)).quarantined).toBe(3);
+
+    const discard = await call("POST", `/v1/journals/usage/consumers/billing/quarantined/${rid(2)}/discard`, { body: { actor: "mallory" } });
+    expect(discard.status).toBe(200);
+    const audit = await call("GET", `/v1/journals/usage/audit?requestId=${rid(2)}`);
+    expect(audit.json["items"]).toMatchObject([{ action: "discard", requestId: rid(2), actor: "ops" }]);
+
+    const exported = await call("GET", "/v1/journals/usage/consumers/billing/quarantined/export?reason=rejected");
+    expect(exported.headers.get("content-type")).toContain("application/x-ndjson");
+    const lines = exported.text.trim().split("\n").map((line) => JSON.parse(line) as { event: { id: string }; attempts: unknown[] });
+    expect(lines.map((line) => line.event.id)).toEqual([rid(4), rid(6)]);
+    expect(lines.every((line) => line.attempts.length === 1)).toBe(true);
+  });
+
+  it("releases an event to the next claim in its key's order", async () => {
+    const { call, journal } = setup();
+    await journal.append(createUsageEvent(event(1, "acme", "same")));
+    await journal.append(createUsageEvent(event(2, "acme", "same")));
+    const [first] = await journal.claim(billing, { maxEvents: 5, leaseMs: 1000, now: t0 });
+    await journal.quarantine(first!.id, "rejected");
+    expect((await call("POST", `/v1/journals/usage/consumers/billing/quarantined/${rid(1)}/release`, { body: {} })).status).toBe(200);
+    const claimed = await call("POST", "/v1/journals/usage/claim", { body: { consumer: "billing", maxEvents: 5, leaseMs: 1000, now: t0 + 1 } });
+    expect((claimed.json["deliveries"] as { event: { id: string } }[]).map((d) => d.event.id)).toEqual([rid(1)]);
+  });
+});
+
+describe("the OpenAPI document", () => {
+  it("validates as OpenAPI 3.1, covers every route, and the validator refuses a broken copy", async () => {
+    const { call } = setup();
+    const doc = (await call("GET", "/v1/openapi.json")).json as { openapi: string; paths: Record<string, unknown> };
+    expect(doc.openapi).toBe("3.1.0");
+    await expect(validate(structuredClone(doc) as never)).resolves.toMatchObject({ valid: true });
+    expect(Object.keys(doc.paths)).toHaveLength(19);
+    const broken = structuredClone(doc) as unknown as { info?: unknown; paths: Record<string, Record<string, { parameters?: unknown }>> };
+    delete broken.info;
+    broken.paths["/v1/journals/{journal}/claim"]!["post"]!.parameters = "not a list";
+    const verdict = await validate(broken as never);
+    expect(verdict.valid).toBe(false);
+  });
+});
