@@ -14,3 +14,11 @@ export { createApp, type AppEnv, type AppOptions, type ServedJournal } from "./a
 export { checkTokens, TokenMatcher, type Principal, type Scope, type TokenConfig } from "./auth.js";
 export { ApiError, STATUS_OF, RETRY_AFTER_SECONDS, errorAnswer, type ApiErrorCode, type ErrorBody } from "./errors.js";
 export { MAX_ACK_BATCH, MAX_BULK } from "./schemas.js";
+export {
+  usageJournal,
+  type ReportedUsage,
+  type UsageCounters,
+  type UsageJournalMiddleware,
+  type UsageJournalOptions,
+  type UsageVariables,
+} from "./usage-middleware.js";
