@@ -3,7 +3,7 @@
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", ".wrangler/**", "coverage/**", ".scratch/**"] },
+  { ignores: ["dist/**", "**/dist/**", "node_modules/**", ".wrangler/**", "coverage/**", ".scratch/**"] },
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {

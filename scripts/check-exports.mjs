@@ -10,7 +10,8 @@ const expected = {
   "./testing": ["journalConformanceCases", "JournalOracle", "virtualClock", "engineConformanceCases", "storageConformanceCases", "orderedConformanceCases", "queueConformanceCases"],
   "./indexeddb": ["indexedDbEngine", "requestPersistentStorage", "IndexedDbEngineError", "SCHEMA_VERSION"],
   "./http": ["HttpJournal", "HttpError"],
-  "./worker": ["createApp", "checkTokens", "ApiError", "STATUS_OF"],
+  "./worker": ["createApp", "checkTokens", "ApiError", "STATUS_OF", "usageJournal"],
+  "./sync": ["createForwarder", "exponentialBackoff", "browserOnline", "browserLocks"],
 };
 const importsOnlyInWorkerd = new Set(["./durable-objects"]);
 let failed = false;

@@ -1,0 +1,163 @@
+/**
+ * The offline-first example: usage events are journaled in IndexedDB (strict
+ * durability, so an accepted event survives a crash or a closed tab) and a
+ * forwarder drains that journal into the worker's `usage` journal over HTTP
+ * whenever the browser is online. One tab forwards at a time (Web Locks); the
+ * others stand by and take over when it closes.
+ *
+ * `window.isostoreExample` exposes the same actions to tests and the console.
+ */
+import { indexedDbEngine } from "../../adapters/indexeddb/index.js";
+import { HttpJournal } from "../../src/http/index.js";
+import { BILLING_GRADE, createJournal, createUsageEvent, newRequestId, parseConsumerId, type QuarantinedEvent, type UsageJournal } from "../../src/index.js";
+import { browserOnline, createForwarder, type Forwarder, type ForwarderProgress } from "../../src/sync/index.js";
+
+const TOKEN_KEY = "isostore-example-token";
+const consumer = parseConsumerId("forwarder");
+const source: UsageJournal = createJournal(indexedDbEngine({ name: "isostore-example", durability: "strict" }), { name: "outbox", capacity: BILLING_GRADE });
+
+let forwarder: Forwarder | null = null;
+let recorded = 0;
+
+function element<T extends HTMLElement>(id: string): T {
+  const found = document.getElementById(id);
+  if (!found) throw new Error(`the page has no #${id}`);
+  return found as T;
+}
+
+/** Append `count` usage events for `subject`, each under a fresh request id. */
+async function record(count: number, subject = element<HTMLInputElement>("subject").value || "user-1"): Promise<string[]> {
+  const ids: string[] = [];
+  const events = [];
+  for (let i = 0; i < count; i++) {
+    const requestId = newRequestId();
+    ids.push(requestId);
+    events.push(createUsageEvent({ record: { requestId, namespace: "example", subject, data: { clicks: 1 } }, observedAt: Date.now() }));
+  }
+  for (let start = 0; start < events.length; start += 500) {
+    const results = await source.appendBatch(events.slice(start, start + 500));
+    const refused = results.find((result) => result.status === "rejected");
+    if (refused && refused.status === "rejected") throw refused.error;
+  }
+  recorded += count;
+  render();
+  return ids;
+}
+
+/**
+ * Record an event whose request id the worker already holds with other data:
+ * the worker answers `conflict` and the forwarder quarantines it here as `rejected`.
+ */
+async function recordConflict(): Promise<void> {
+  const requestId = newRequestId();
+  const record = (clicks: number) => createUsageEvent({ record: { requestId, namespace: "example", subject: "conflict", data: { clicks } }, observedAt: Date.now() });
+  // The twin goes straight to the worker first, so the worker holds the id with other data when ours arrives.
+  const target = sink();
+  if (!target) throw new Error("sign in first");
+  await target.appendBatch([record(2)]);
+  await source.append(record(1));
+  recorded += 1;
+  render();
+}
+
+function sink(): HttpJournal | null {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (!token) return null;
+  // The forwarder only appends; capacity and mode describe the worker's journal and are not needed for that.
+  return new HttpJournal({ baseUrl: location.origin, journal: "usage", token, capacity: BILLING_GRADE, mode: "billing_grade", batching: false, retry: { attempts: 2 } });
+}
+
+function startForwarder(): void {
+  const target = sink();
+  if (!target || forwarder) return;
+  forwarder = createForwarder({
+    source,
+    consumer,
+    sink: target,
+    batchSize: 100,
+    leaseMs: 30_000,
+    pollIntervalMs: 1_000,
+    backoff: { initialMs: 500, maxMs: 10_000 },
+    online: browserOnline(),
+    lock: { name: "isostore-example-forwarder" },
+  });
+  forwarder.addEventListener("progress", () => render());
+  forwarder.addEventListener("state", () => render());
+  forwarder.addEventListener("batch", () => void renderRejected());
+  forwarder.start();
+  render();
+}
+
+function row(list: HTMLElement, term: string, value: string): void {
+  const dt = document.createElement("dt");
+  dt.textContent = term;
+  const dd = document.createElement("dd");
+  dd.textContent = value;
+  dd.dataset["field"] = term;
+  list.append(dt, dd);
+}
+
+function render(): void {
+  const status = element("status");
+  status.replaceChildren();
+  const progress: ForwarderProgress | null = forwarder?.progress ?? null;
+  row(status, "state", progress?.state ?? "waiting for a token");
+  row(status, "recorded in this tab", String(recorded));
+  row(status, "forwarded", String(progress?.forwarded ?? 0));
+  row(status, "pending", progress?.pending === null || progress === null ? "?" : String(progress.pending));
+  row(status, "quarantined", String(progress?.quarantined ?? 0));
+  row(status, "last error", progress?.lastError ? `${progress.lastError.code ?? "error"}: ${progress.lastError.message}` : "none");
+  row(status, "next retry", progress?.nextRetryAt ? new Date(progress.nextRetryAt).toLocaleTimeString() : "-");
+}
+
+async function renderRejected(): Promise<readonly QuarantinedEvent[]> {
+  const page = await source.listQuarantined(consumer, { limit: 100, order: "newest" });
+  const list = element("rejected");
+  list.replaceChildren(
+    ...page.items.map((item) => {
+      const entry = document.createElement("li");
+      entry.textContent = `${item.event.id} (${item.event.orderingKey.namespace}/${item.event.orderingKey.subject}): ${item.reason}`;
+      return entry;
+    }),
+  );
+  return page.items;
+}
+
+element<HTMLFormElement>("token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, element<HTMLInputElement>("token").value);
+  element<HTMLInputElement>("token").value = "";
+  startForwarder();
+});
+element("record-one").addEventListener("click", () => void record(1));
+element("record-many").addEventListener("click", () => void record(100));
+element("record-conflict").addEventListener("click", () => void recordConflict());
+
+declare global {
+  interface Window {
+    isostoreExample: {
+      record: (count: number, subject?: string) => Promise<string[]>;
+      recordConflict: () => Promise<void>;
+      progress: () => ForwarderProgress | null;
+      pending: () => Promise<number>;
+      rejected: () => Promise<readonly QuarantinedEvent[]>;
+      stop: () => Promise<void>;
+    };
+  }
+}
+
+window.isostoreExample = {
+  record,
+  recordConflict,
+  progress: () => forwarder?.progress ?? null,
+  pending: async () => (await source.stats(consumer)).pending,
+  rejected: renderRejected,
+  stop: async () => {
+    await forwarder?.stop();
+    forwarder = null;
+  },
+};
+
+render();
+startForwarder();
+void renderRejected();

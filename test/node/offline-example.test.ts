@@ -1,0 +1,152 @@
+/**
+ * Issue 8 end to end, in real Chromium against the real worker (wrangler dev
+ * on a free port): the offline example page (examples/offline, served at
+ * /example/) journals usage events in IndexedDB and its forwarder sends them
+ * to the worker's `usage` journal.
+ *
+ * - 500 events journaled while the page is offline reach the worker exactly
+ *   once after it goes online;
+ * - a reload in the middle of forwarding loses nothing and doubles nothing;
+ * - two tabs of the same origin forward through one lock without doubling;
+ * - a conflicting event is quarantined in the page as `rejected`.
+ *
+ * "Exactly once" is checked at the worker: a consumer that never claimed sees
+ * every stored event as pending, and a full claim lists each request id once.
+ */
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright";
+import { build } from "vite";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startDevWorker, type DevWorker } from "../../scripts/dev-worker.mjs";
+import { HttpJournal } from "../../src/http/index.js";
+import { BILLING_GRADE, parseConsumerId } from "../../src/index.js";
+
+const TOKEN = "offline-example-token-0123456789";
+const CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"];
+
+interface ExampleWindow {
+  isostoreExample: {
+    record(count: number, subject?: string): Promise<string[]>;
+    recordConflict(): Promise<void>;
+    progress(): { state: string; forwarded: number; quarantined: number } | null;
+    pending(): Promise<number>;
+    rejected(): Promise<readonly { reason: string }[]>;
+  };
+}
+
+describe("offline example: IndexedDB -> forwarder -> worker, in Chromium", () => {
+  let worker: DevWorker;
+  let browser: Browser;
+  let audits = 0;
+
+  beforeAll(async () => {
+    if (!existsSync(fileURLToPath(new URL("../../web/dist/example/index.html", import.meta.url)))) {
+      await build({ configFile: fileURLToPath(new URL("../../examples/offline/vite.config.ts", import.meta.url)), logLevel: "warn" });
+    }
+    worker = await startDevWorker({ tokens: [{ name: "example", token: TOKEN, scopes: ["append:*", "consume", "operate"] }] });
+    browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await worker?.stop();
+  });
+
+  /** What the worker holds: every request id in its `usage` journal, by a consumer that never claimed before. */
+  async function workerIds(): Promise<string[]> {
+    const journal = new HttpJournal({ baseUrl: worker.url, journal: "usage", token: TOKEN, capacity: BILLING_GRADE, mode: "billing_grade" });
+    const auditor = parseConsumerId(`audit-${audits++}`);
+    const ids: string[] = [];
+    for (;;) {
+      const batch = await journal.claim(auditor, { maxEvents: 1000, leaseMs: 600_000, now: Date.now() });
+      if (batch.length === 0) break;
+      ids.push(...batch.map((delivery) => delivery.event.id));
+      await journal.ackBatch(batch.map((delivery) => delivery.id));
+    }
+    return ids;
+  }
+
+  async function openExample(context: BrowserContext): Promise<Page> {
+    const page = await context.newPage();
+    page.on("pageerror", (error) => console.error("example page error:", error));
+    await page.goto(`${worker.url}/example/`);
+    await page.waitForFunction(() => "isostoreExample" in window);
+    return page;
+  }
+
+  async function signIn(page: Page): Promise<void> {
+    await page.fill("#token", TOKEN);
+    await page.click("#token-form button[type=submit]");
+  }
+
+  const record = (page: Page, count: number, subject: string) =>
+    page.evaluate(([n, s]) => (window as unknown as ExampleWindow).isostoreExample.record(n, s), [count, subject] as const);
+  const pending = (page: Page) => page.evaluate(() => (window as unknown as ExampleWindow).isostoreExample.pending());
+
+  async function waitDrained(page: Page, timeoutMs = 60_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while ((await pending(page)) > 0) {
+      if (Date.now() > deadline) throw new Error(`the page still has ${await pending(page)} events pending`);
+      await page.waitForTimeout(200);
+    }
+  }
+
+  it("500 events journaled offline reach the worker exactly once; a reload mid-forwarding loses and doubles nothing", async () => {
+    const before = (await workerIds()).length;
+    const context = await browser.newContext();
+    const page = await openExample(context);
+    await signIn(page);
+    await context.setOffline(true);
+    const offlineIds = await record(page, 500, "offline-user");
+    await page.waitForFunction(() => (window as unknown as ExampleWindow).isostoreExample.progress()?.state === "offline");
+    expect(await pending(page)).toBe(500);
+    await context.setOffline(false);
+    await waitDrained(page);
+    let ids = await workerIds();
+    expect(ids.length - before).toBe(500);
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const id of offlineIds) expect(ids).toContain(id);
+
+    // Reload while forwarding: record 500 more offline, go online, reload as soon as the first batch went out.
+    await context.setOffline(true);
+    const moreIds = await record(page, 500, "reload-user");
+    await context.setOffline(false);
+    await page.waitForFunction(() => ((window as unknown as ExampleWindow).isostoreExample.progress()?.forwarded ?? 0) > 0, undefined, { timeout: 30_000 });
+    await page.reload();
+    await page.waitForFunction(() => "isostoreExample" in window);
+    await waitDrained(page);
+    ids = await workerIds();
+    const all = new Set(ids);
+    expect(all.size).toBe(ids.length);
+    for (const id of moreIds) expect(all.has(id)).toBe(true);
+    await context.close();
+  }, 180_000);
+
+  it("two tabs forward through one lock without doubling anything; a conflict is quarantined as rejected", async () => {
+    const context = await browser.newContext();
+    const first = await openExample(context);
+    await signIn(first);
+    const second = await openExample(context);
+    await signIn(second); // sessionStorage is per tab
+    await second.waitForFunction(() => (window as unknown as ExampleWindow).isostoreExample.progress()?.state === "standby");
+    expect(await first.evaluate(() => (window as unknown as ExampleWindow).isostoreExample.progress()?.state)).not.toBe("standby");
+    const minted = [...(await record(first, 150, "tab-a")), ...(await record(second, 150, "tab-b"))];
+    await waitDrained(first);
+    await first.close(); // the lock passes to the other tab
+    await second.waitForFunction(() => (window as unknown as ExampleWindow).isostoreExample.progress()?.state !== "standby", undefined, { timeout: 30_000 });
+    const later = await record(second, 50, "tab-b");
+    await waitDrained(second);
+    const ids = await workerIds();
+    const held = new Set(ids);
+    expect(held.size).toBe(ids.length);
+    for (const id of [...minted, ...later]) expect(held.has(id)).toBe(true);
+
+    await second.evaluate(() => (window as unknown as ExampleWindow).isostoreExample.recordConflict());
+    const rejected = () => second.evaluate(() => (window as unknown as ExampleWindow).isostoreExample.rejected());
+    const deadline = Date.now() + 30_000;
+    while ((await rejected()).length === 0 && Date.now() < deadline) await second.waitForTimeout(200);
+    expect((await rejected()).map((item) => item.reason)).toEqual(["rejected"]);
+    await context.close();
+  }, 180_000);
+});

@@ -1,0 +1,193 @@
+/**
+ * The operator's client for the worker's HTTP API (`docs/http-api.md`). Every
+ * call sends the token as `Authorization: Bearer`, never a cookie, and POSTs
+ * JSON (the worker refuses any other body type, which is what keeps a
+ * cross-site form from acting).
+ *
+ * Failures are thrown as `ApiError`; a refused token (401) or a token without
+ * the needed scope (403) as its subclass `AuthError`, which the page answers by
+ * showing the sign-in screen again.
+ */
+import type { AuditPage, Capacity, DeliveryMode, JournalStats, PoisonReason, QuarantinePage } from "../../src/journal/types.js";
+
+/** A journal as `GET /v1/journals` lists it. */
+export interface JournalInfo {
+  readonly name: string;
+  readonly capacity: Capacity;
+  readonly mode: DeliveryMode;
+  /** Consumers the journal knows about (others may still be typed in). */
+  readonly consumers: readonly string[];
+}
+
+/** The filter of the quarantine list, bulk actions and export. Empty strings mean "any". */
+export interface QuarantineFilter {
+  /** Case-insensitive substring of request id, ordering key or reason. */
+  readonly query: string;
+  readonly reason: PoisonReason | "";
+  /** Exact ordering key, `namespace/subject`. */
+  readonly key: string;
+}
+
+/** The answer of `POST .../quarantined/bulk`. */
+export interface BulkResult {
+  /** How many events the filter selected, up to `max`. */
+  readonly matched: number;
+  /** The filter selects more than `max` (1000 by default). */
+  readonly more: boolean;
+  readonly applied: number;
+  readonly failed: readonly { readonly requestId: string; readonly error: unknown }[];
+}
+
+/** An answer the API refused, with the error `code` of its JSON body when there is one. */
+export class ApiError extends Error {
+  override readonly name: string = "ApiError";
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** 401 (no or wrong token) or 403 (the token lacks the scope): sign in again. */
+export class AuthError extends ApiError {
+  override readonly name = "AuthError";
+}
+
+/** Any failure as one line of text, for an error message on the page. */
+export function describeError(error: unknown): string {
+  if (error instanceof ApiError) return error.status ? `${error.message} (${error.code}, HTTP ${error.status})` : error.message;
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+type Query = Record<string, string | number | null | undefined>;
+
+function filterQuery(filter: QuarantineFilter): Query {
+  return { query: filter.query || undefined, reason: filter.reason || undefined, key: filter.key || undefined };
+}
+
+/**
+ * The operator routes of one worker, called with one token.
+ *
+ * @example
+ * const api = new OperatorApi(token);
+ * const { items, nextCursor } = await api.listQuarantined("usage", "billing", { query: "", reason: "", key: "" }, null);
+ */
+export class OperatorApi {
+  readonly #token: string;
+  readonly #base: string;
+
+  /** @param base The API root, `/v1` of the page's own origin by default. */
+  constructor(token: string, base = "/v1") {
+    this.#token = token;
+    this.#base = base;
+  }
+
+  /** `GET /v1/journals`: the journals and their known consumers (any valid token may list them). */
+  async journals(): Promise<readonly JournalInfo[]> {
+    const body = await this.#json<{ journals: JournalInfo[] }>("GET", "/journals");
+    return body.journals;
+  }
+
+  /** `GET .../consumers/{consumer}/stats`. */
+  stats(journal: string, consumer: string): Promise<JournalStats> {
+    return this.#json("GET", `${consumerPath(journal, consumer)}/stats`);
+  }
+
+  /** One page of quarantined events, newest (latest position) first. */
+  listQuarantined(journal: string, consumer: string, filter: QuarantineFilter, after: string | null, limit = 50): Promise<QuarantinePage> {
+    return this.#json("GET", `${consumerPath(journal, consumer)}/quarantined`, {
+      query: { ...filterQuery(filter), order: "newest", limit, after },
+    });
+  }
+
+  /** Put a quarantined event back on its key at its original position. */
+  async release(journal: string, consumer: string, requestId: string): Promise<void> {
+    await this.#json("POST", `${consumerPath(journal, consumer)}/quarantined/${encodeURIComponent(requestId)}/release`, { body: {} });
+  }
+
+  /** Resolve a quarantined event as handled, without delivering it. */
+  async discard(journal: string, consumer: string, requestId: string): Promise<void> {
+    await this.#json("POST", `${consumerPath(journal, consumer)}/quarantined/${encodeURIComponent(requestId)}/discard`, { body: {} });
+  }
+
+  /**
+   * Release or discard everything matching `filter`. With `dryRun` nothing
+   * changes and `matched` is the count; `max` bounds how many are acted on.
+   */
+  bulk(
+    journal: string,
+    consumer: string,
+    options: { readonly action: "release" | "discard"; readonly dryRun: boolean; readonly filter: QuarantineFilter; readonly max?: number },
+  ): Promise<BulkResult> {
+    const { query, reason, key } = options.filter;
+    const body: Record<string, unknown> = { action: options.action, dryRun: options.dryRun };
+    if (query) body["query"] = query;
+    if (reason) body["reason"] = reason;
+    if (key) body["key"] = key;
+    if (options.max !== undefined) body["max"] = options.max;
+    return this.#json("POST", `${consumerPath(journal, consumer)}/quarantined/bulk`, { body });
+  }
+
+  /** The NDJSON export (one `QuarantinedEvent` per line, with its attempts) of everything matching `filter`. */
+  async exportNdjson(journal: string, consumer: string, filter: QuarantineFilter): Promise<string> {
+    const response = await this.#fetch("GET", `${consumerPath(journal, consumer)}/quarantined/export`, { query: filterQuery(filter) });
+    return response.text();
+  }
+
+  /** Audit entries of one event (all consumers), oldest first. */
+  audit(journal: string, requestId: string): Promise<AuditPage> {
+    return this.#json("GET", `${journalPath(journal)}/audit`, { query: { requestId, limit: 100 } });
+  }
+
+  async #json<T>(method: "GET" | "POST", path: string, options: { query?: Query; body?: unknown } = {}): Promise<T> {
+    const response = await this.#fetch(method, path, options);
+    return (await response.json()) as T;
+  }
+
+  async #fetch(method: "GET" | "POST", path: string, options: { query?: Query; body?: unknown }): Promise<Response> {
+    const url = new URL(`${this.#base}${path}`, location.href);
+    for (const [name, value] of Object.entries(options.query ?? {})) {
+      if (value !== undefined && value !== null && value !== "") url.searchParams.set(name, String(value));
+    }
+    const headers = new Headers({ Authorization: `Bearer ${this.#token}`, Accept: "application/json" });
+    const init: RequestInit = { method, headers, credentials: "omit", cache: "no-store" };
+    if (options.body !== undefined) {
+      headers.set("Content-Type", "application/json");
+      init.body = JSON.stringify(options.body);
+    }
+    let response: Response;
+    try {
+      response = await fetch(url, init);
+    } catch (error) {
+      throw new ApiError(0, "network", `The worker could not be reached: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (!response.ok) throw await errorOf(response);
+    return response;
+  }
+}
+
+function journalPath(journal: string): string {
+  return `/journals/${encodeURIComponent(journal)}`;
+}
+
+function consumerPath(journal: string, consumer: string): string {
+  return `${journalPath(journal)}/consumers/${encodeURIComponent(consumer)}`;
+}
+
+/** Read `{ error: { code, message } }` from a refused answer; tolerate any other body. */
+async function errorOf(response: Response): Promise<ApiError> {
+  let code = `http_${response.status}`;
+  let message = response.statusText || "The request was refused";
+  try {
+    const body = (await response.json()) as { error?: { code?: unknown; message?: unknown } };
+    if (typeof body.error?.code === "string") code = body.error.code;
+    if (typeof body.error?.message === "string") message = body.error.message;
+  } catch {
+    // Not JSON (a proxy's error page, say): the status line is all there is.
+  }
+  const Kind = response.status === 401 || response.status === 403 ? AuthError : ApiError;
+  return new Kind(response.status, code, message);
+}

@@ -1,0 +1,201 @@
+/**
+ * The inspect view of one quarantined event: its record as formatted JSON,
+ * its attempt history, the audit entries recorded for it, and the two
+ * operator actions (release, discard), each confirmed in a dialog first.
+ * Every value from the event is rendered as text.
+ */
+import type { Attempt, AuditEntry, QuarantinedEvent } from "../../src/journal/types.js";
+import { AuthError, describeError, type OperatorApi } from "./api.js";
+import { confirmAction } from "./confirm-dialog.js";
+import { button, el, replaceChildren } from "./dom.js";
+import { formatTime, isoTime } from "./format.js";
+import type { Selection } from "./session.js";
+
+/** What the inspect view needs from the page. */
+export interface InspectOptions {
+  readonly api: OperatorApi;
+  readonly selection: Selection;
+  readonly item: QuarantinedEvent;
+  /** Back to the list (focus goes back to the row). */
+  readonly onBack: () => void;
+  /** The event was released or discarded: refresh the list and stats. */
+  readonly onResolved: (message: string) => void;
+  readonly onAuthError: (error: AuthError) => void;
+}
+
+/** The ordering key as text, `namespace/subject`. */
+export function keyText(item: QuarantinedEvent): string {
+  return `${item.event.orderingKey.namespace}/${item.event.orderingKey.subject}`;
+}
+
+/**
+ * Build the inspect view; the audit entries load into it. The returned
+ * element's heading (`[data-focus]`) should receive focus when shown.
+ */
+export function inspectView(options: InspectOptions): HTMLElement {
+  const { api, selection, item } = options;
+  const requestId = item.event.id;
+  // Focusable so that focus, which was on the now-disabled action button, lands on the outcome.
+  const banner = el("div", { class: "banner", role: "status", tabindex: -1, hidden: true });
+  const audit = el("div", { class: "audit", "aria-live": "polite" });
+
+  const showBanner = (tone: "success" | "error", ...text: string[]) => {
+    banner.hidden = false;
+    banner.className = `banner ${tone}`;
+    banner.setAttribute("role", tone === "error" ? "alert" : "status");
+    replaceChildren(banner, ...text);
+    banner.focus();
+  };
+
+  const act = async (action: "release" | "discard") => {
+    const confirmed = await confirmAction(
+      action === "release"
+        ? {
+            title: "Release this event?",
+            body: [
+              el("p", {}, "Event ", el("code", {}, requestId), " goes back on its ordering key ", el("code", {}, keyText(item)), ` at its original position (${item.position}), with a fresh attempt budget.`),
+              el("p", {}, "Consumer ", el("strong", {}, selection.consumer), " will be given it again, in its key's order. The action is recorded in the audit log."),
+            ],
+            confirmLabel: "Release",
+          }
+        : {
+            title: "Discard this event?",
+            body: [
+              el("p", {}, "Event ", el("code", {}, requestId), " is resolved as handled for consumer ", el("strong", {}, selection.consumer), " without being delivered."),
+              el("p", {}, "It will not come back, and it becomes prunable. The action is recorded in the audit log."),
+            ],
+            confirmLabel: "Discard",
+            danger: true,
+          },
+    );
+    if (!confirmed) return;
+    releaseButton.disabled = true;
+    discardButton.disabled = true;
+    try {
+      if (action === "release") await api.release(selection.journal, selection.consumer, requestId);
+      else await api.discard(selection.journal, selection.consumer, requestId);
+    } catch (error) {
+      if (error instanceof AuthError) return options.onAuthError(error);
+      releaseButton.disabled = false;
+      discardButton.disabled = false;
+      showBanner("error", `Could not ${action} the event: ${describeError(error)}`);
+      return;
+    }
+    const message =
+      action === "release"
+        ? `Released ${requestId}: it is back on key ${keyText(item)} at position ${item.position}.`
+        : `Discarded ${requestId}: resolved as handled, not delivered.`;
+    showBanner("success", message, " It is no longer quarantined.");
+    options.onResolved(message);
+    await loadAudit();
+  };
+
+  const releaseButton = button("Release…", () => void act("release"), { class: "button primary" });
+  const discardButton = button("Discard…", () => void act("discard"), { class: "button danger" });
+
+  const loadAudit = async () => {
+    replaceChildren(audit, el("p", { class: "muted", "aria-busy": "true" }, "Loading audit entries…"));
+    try {
+      const page = await api.audit(selection.journal, requestId);
+      const entries = page.items.filter((entry) => entry.requestId === requestId);
+      replaceChildren(
+        audit,
+        entries.length === 0
+          ? el("p", { class: "empty" }, "No operator action has been recorded for this event yet.")
+          : auditTable(entries),
+      );
+    } catch (error) {
+      if (error instanceof AuthError) return options.onAuthError(error);
+      replaceChildren(
+        audit,
+        el("p", { class: "banner error", role: "alert" }, `Audit entries could not be loaded: ${describeError(error)}`),
+        button("Retry", () => void loadAudit(), { class: "button" }),
+      );
+    }
+  };
+
+  const view = el(
+    "section",
+    { class: "panel inspect", "aria-labelledby": "inspect-title" },
+    el("div", { class: "panel-head" }, button("← Back to the list", options.onBack, { class: "button link" })),
+    el("h2", { id: "inspect-title", tabindex: -1, "data-focus": true }, "Event ", el("code", { class: "break" }, requestId)),
+    banner,
+    el(
+      "dl",
+      { class: "facts" },
+      fact("Consumer", selection.consumer),
+      fact("Ordering key", el("code", { class: "break" }, keyText(item))),
+      fact("Reason", el("span", { class: `badge reason-${item.reason}` }, item.reason)),
+      fact("Quarantined at", timeElement(item.quarantinedAt)),
+      fact("Observed at", timeElement(item.event.observedAt)),
+      fact("Position", String(item.position)),
+      fact("Attempts", String(item.attempts.length)),
+    ),
+    el("div", { class: "actions" }, releaseButton, discardButton),
+    el("h3", {}, "Record"),
+    el("pre", { class: "json", tabindex: 0, "aria-label": "Record as JSON" }, JSON.stringify(item.event.record, null, 2)),
+    el("h3", {}, "Attempt history"),
+    item.attempts.length === 0 ? el("p", { class: "empty" }, "No delivery attempt is recorded for this event.") : attemptsTable(item.attempts),
+    el("h3", {}, "Audit entries"),
+    audit,
+  );
+  void loadAudit();
+  return view;
+}
+
+function fact(label: string, value: Node | string): HTMLElement {
+  return el("div", {}, el("dt", {}, label), el("dd", {}, value));
+}
+
+function timeElement(ms: number): HTMLTimeElement {
+  return el("time", { datetime: isoTime(ms) }, formatTime(ms));
+}
+
+function outcomeText(attempt: Attempt): { outcome: Node | string; error: string } {
+  const outcome = attempt.outcome;
+  if (outcome === null) return { outcome: `running (lease until ${formatTime(attempt.leaseExpiresAt)})`, error: "—" };
+  switch (outcome.kind) {
+    case "acked":
+      return { outcome: `acked at ${formatTime(outcome.at)}`, error: "—" };
+    case "nacked":
+      return { outcome: `nacked at ${formatTime(outcome.at)}`, error: outcome.error };
+    case "quarantined":
+      return { outcome: `quarantined at ${formatTime(outcome.at)}`, error: `reason: ${outcome.reason}` };
+    case "expired":
+      return { outcome: `lease expired at ${formatTime(outcome.at)}`, error: "—" };
+  }
+}
+
+function attemptsTable(attempts: readonly Attempt[]): HTMLElement {
+  return table(
+    "Delivery attempts of this event to this consumer",
+    ["Attempt", "Claimed at", "Outcome", "Error"],
+    attempts.map((attempt) => {
+      const { outcome, error } = outcomeText(attempt);
+      return [String(attempt.attempt), timeElement(attempt.claimedAt), outcome, el("span", { class: "break pre-wrap" }, error)];
+    }),
+  );
+}
+
+function auditTable(entries: readonly AuditEntry[]): HTMLElement {
+  return table(
+    "Operator actions on this event",
+    ["#", "At", "Action", "Consumer", "Reason resolved", "Actor"],
+    entries.map((entry) => [String(entry.seq), timeElement(entry.at), entry.action, entry.consumer, entry.reason, entry.actor ?? "—"]),
+  );
+}
+
+/** A plain data table with a caption for screen readers. */
+export function table(caption: string, headings: readonly string[], rows: readonly (readonly (Node | string)[])[]): HTMLElement {
+  return el(
+    "div",
+    { class: "table-wrap" },
+    el(
+      "table",
+      {},
+      el("caption", { class: "visually-hidden" }, caption),
+      el("thead", {}, el("tr", {}, ...headings.map((heading) => el("th", { scope: "col" }, heading)))),
+      el("tbody", {}, ...rows.map((cells) => el("tr", {}, ...cells.map((cell) => el("td", {}, cell))))),
+    ),
+  );
+}

@@ -1,0 +1,221 @@
+/**
+ * The quarantine review page: sign in with an operator token, pick a journal
+ * and consumer, then the overview and the quarantine review of that consumer.
+ * A refused token (401/403) at any point brings the sign-in screen back with
+ * the reason.
+ *
+ * Configuration by query string: `?sampleMs=5000` sets how often the overview
+ * reads stats (1 s to 60 s); `?pageSize=25` how many quarantined events a page
+ * of the list asks for (1 to 200).
+ */
+import "./app.css";
+import { AuthError, describeError, OperatorApi, type JournalInfo } from "./api.js";
+import { button, el, replaceChildren } from "./dom.js";
+import { Overview } from "./overview.js";
+import { QuarantineReview } from "./quarantine.js";
+import { clearToken, CONSUMER_PATTERN, loadSelection, loadToken, saveSelection, saveToken, type Selection } from "./session.js";
+
+const root = document.getElementById("app")!;
+const settings = new URLSearchParams(location.search);
+const sampleMs = clampedInteger(settings.get("sampleMs"), 1000, 60_000, 5000);
+const pageSize = clampedInteger(settings.get("pageSize"), 1, 200, 25);
+
+/** The token of this tab; mirrors sessionStorage (or stands in for it when storage is disabled). */
+let token: string | null = loadToken();
+/** The views of the open consumer, stopped when it changes or on sign out. */
+let openViews: { overview: Overview } | null = null;
+
+/** A whole number from the query string, clamped to `[min, max]`; `fallback` when absent or not a number. */
+function clampedInteger(raw: string | null, min: number, max: number, fallback: number): number {
+  const value = Number(raw);
+  return raw && Number.isFinite(value) ? Math.min(max, Math.max(min, Math.round(value))) : fallback;
+}
+
+function closeViews(): void {
+  openViews?.overview.stop();
+  openViews = null;
+}
+
+/** The sign-in message for a refused token. */
+function authMessage(error: AuthError): string {
+  return error.status === 403
+    ? `This token may not review the quarantine: ${error.message} (403 ${error.code}; it needs the operate scope). Sign in with an operator token.`
+    : `The worker did not accept the token: ${error.message} (401 ${error.code}). Sign in again.`;
+}
+
+/** A message on the sign-in screen: why it is shown. */
+interface SignInMessage {
+  readonly text: string;
+  readonly tone: "error" | "info";
+}
+
+function signOut(message: SignInMessage | null): void {
+  closeViews();
+  token = null;
+  clearToken();
+  showSignIn(message);
+}
+
+function onAuthError(error: AuthError): void {
+  signOut({ text: authMessage(error), tone: "error" });
+}
+
+function showSignIn(message: SignInMessage | null): void {
+  document.title = "Sign in · isostore quarantine review";
+  const input = el("input", {
+    id: "token",
+    name: "token",
+    type: "password",
+    required: true,
+    autocomplete: "off",
+    spellcheck: "false",
+    "aria-describedby": "token-help",
+  });
+  const form = el(
+    "form",
+    { class: "panel signin", "aria-labelledby": "signin-title" },
+    el("h1", { id: "signin-title" }, "isostore quarantine review"),
+    message ? el("p", { class: `banner ${message.tone}`, role: message.tone === "error" ? "alert" : "status", id: "signin-message" }, message.text) : null,
+    el("div", { class: "field" }, el("label", { for: "token" }, "Operator token"), input),
+    el(
+      "p",
+      { id: "token-help", class: "muted" },
+      "A token with the operate scope. It is kept in this tab only (sessionStorage) and sent as an Authorization header; it is never stored in a cookie.",
+    ),
+    el("button", { type: "submit", class: "button primary" }, "Sign in"),
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = input.value.trim();
+    if (!value) return;
+    token = value;
+    saveToken(value);
+    void showApp();
+  });
+  replaceChildren(root, el("main", { class: "signin-page" }, form));
+  input.focus();
+}
+
+/** The signed-in shell: header with the journal/consumer picker, then the views. */
+async function showApp(): Promise<void> {
+  if (token === null) return showSignIn(null);
+  const api = new OperatorApi(token);
+  document.title = "isostore quarantine review";
+  const status = el("p", { class: "toast", role: "status", "aria-live": "polite" });
+  const content = el("main", { id: "content", tabindex: -1 }, el("p", { class: "loading", "aria-busy": "true" }, "Loading journals…"));
+  const pickerSlot = el("div", { class: "picker-slot" });
+  replaceChildren(
+    root,
+    el(
+      "header",
+      { class: "app-header" },
+      el("h1", {}, "isostore quarantine review"),
+      pickerSlot,
+      button("Sign out", () => signOut({ text: "Signed out: the token is forgotten in this tab.", tone: "info" }), { class: "button" }),
+    ),
+    content,
+    status,
+  );
+  const announce = (message: string) => {
+    status.textContent = message;
+  };
+
+  let journals: readonly JournalInfo[];
+  try {
+    journals = await api.journals();
+  } catch (error) {
+    if (error instanceof AuthError) return onAuthError(error);
+    replaceChildren(
+      content,
+      el("div", { class: "banner error", role: "alert" }, `The journals could not be listed: ${describeError(error)}`),
+      button("Retry", () => void showApp(), { class: "button" }),
+    );
+    return;
+  }
+
+  if (journals.length === 0) {
+    replaceChildren(content, el("div", { class: "panel empty" }, el("h2", {}, "No journals"), el("p", {}, "This worker serves no journal yet, so there is nothing to review.")));
+    return;
+  }
+
+  const open = (selection: Selection) => {
+    closeViews();
+    saveSelection(selection);
+    const overview = new Overview({ api, selection, sampleMs, onAuthError });
+    const review = new QuarantineReview({ api, selection, pageSize, onAuthError, announce, onChanged: () => void overview.refresh() });
+    openViews = { overview };
+    replaceChildren(content, overview.element, review.element);
+    overview.start();
+    void review.reload();
+    overview.element.querySelector<HTMLElement>("h2")?.focus();
+  };
+  replaceChildren(pickerSlot, picker(journals, open));
+  const saved = loadSelection();
+  if (saved && journals.some((journal) => journal.name === saved.journal)) {
+    open(saved);
+  } else {
+    replaceChildren(
+      content,
+      el(
+        "div",
+        { class: "panel empty" },
+        el("h2", {}, "Choose what to review"),
+        el("p", {}, `Pick a journal and a consumer above, then Open. ${journals.length} journal${journals.length === 1 ? "" : "s"} available.`),
+      ),
+    );
+    pickerSlot.querySelector<HTMLElement>("select")?.focus();
+  }
+}
+
+/** The journal select and consumer input (suggesting the journal's known consumers, free text allowed). */
+function picker(journals: readonly JournalInfo[], open: (selection: Selection) => void): HTMLFormElement {
+  const saved = loadSelection();
+  const journalSelect = el("select", { id: "pick-journal", name: "journal" }, ...journals.map((journal) => el("option", { value: journal.name }, journal.name)));
+  const consumers = el("datalist", { id: "known-consumers" });
+  const consumerInput = el("input", {
+    id: "pick-consumer",
+    name: "consumer",
+    type: "text",
+    list: "known-consumers",
+    required: true,
+    pattern: CONSUMER_PATTERN,
+    title: "1 to 63 lowercase letters, digits, - and _",
+    autocomplete: "off",
+    spellcheck: "false",
+  });
+  const hint = el("span", { class: "muted small", id: "pick-hint" });
+  const showConsumers = () => {
+    const journal = journals.find((candidate) => candidate.name === journalSelect.value);
+    const known = journal?.consumers ?? [];
+    replaceChildren(consumers, ...known.map((name) => el("option", { value: name })));
+    hint.textContent = known.length ? `Known: ${known.join(", ")}` : "No known consumers: type a name.";
+    if (!consumerInput.value && known[0] !== undefined) consumerInput.value = known[0];
+  };
+  if (saved && journals.some((journal) => journal.name === saved.journal)) {
+    journalSelect.value = saved.journal;
+    consumerInput.value = saved.consumer;
+  }
+  journalSelect.addEventListener("change", () => {
+    consumerInput.value = "";
+    showConsumers();
+  });
+  showConsumers();
+  const form = el(
+    "form",
+    { class: "picker", "aria-label": "Journal and consumer" },
+    el("div", { class: "field" }, el("label", { for: "pick-journal" }, "Journal"), journalSelect),
+    el("div", { class: "field" }, el("label", { for: "pick-consumer" }, "Consumer"), consumerInput, consumers),
+    el("button", { type: "submit", class: "button primary" }, "Open"),
+    hint,
+  );
+  consumerInput.setAttribute("aria-describedby", "pick-hint");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (!form.reportValidity()) return;
+    open({ journal: journalSelect.value, consumer: consumerInput.value.trim() });
+  });
+  return form;
+}
+
+if (token === null) showSignIn(null);
+else void showApp();
