@@ -71,7 +71,7 @@ describe("offline example: IndexedDB -> forwarder -> worker, in Chromium", () =>
     const page = await context.newPage();
     page.on("pageerror", (error) => console.error("example page error:", error));
     await page.goto(`${worker.url}/example/`);
-    await page.waitForFunction(() => "isostoreExample" in window);
+    await page.waitForFunction(() => "isostoreExample" in globalThis);
     return page;
   }
 
@@ -81,8 +81,8 @@ describe("offline example: IndexedDB -> forwarder -> worker, in Chromium", () =>
   }
 
   const record = (page: Page, count: number, subject: string) =>
-    page.evaluate(([n, s]) => (window as unknown as ExampleWindow).isostoreExample.record(n, s), [count, subject] as const);
-  const pending = (page: Page) => page.evaluate(() => (window as unknown as ExampleWindow).isostoreExample.pending());
+    page.evaluate(([n, s]) => (globalThis as unknown as ExampleWindow).isostoreExample.record(n, s), [count, subject] as const);
+  const pending = (page: Page) => page.evaluate(() => (globalThis as unknown as ExampleWindow).isostoreExample.pending());
 
   async function waitDrained(page: Page, timeoutMs = 60_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
@@ -99,7 +99,7 @@ describe("offline example: IndexedDB -> forwarder -> worker, in Chromium", () =>
     await signIn(page);
     await context.setOffline(true);
     const offlineIds = await record(page, 500, "offline-user");
-    await page.waitForFunction(() => (window as unknown as ExampleWindow).isostoreExample.progress()?.state === "offline");
+    await page.waitForFunction(() => (globalThis as unknown as ExampleWindow).isostoreExample.progress()?.state === "offline");
     expect(await pending(page)).toBe(500);
     await context.setOffline(false);
     await waitDrained(page);
@@ -112,9 +112,9 @@ describe("offline example: IndexedDB -> forwarder -> worker, in Chromium", () =>
     await context.setOffline(true);
     const moreIds = await record(page, 500, "reload-user");
     await context.setOffline(false);
-    await page.waitForFunction(() => ((window as unknown as ExampleWindow).isostoreExample.progress()?.forwarded ?? 0) > 0, undefined, { timeout: 30_000 });
+    await page.waitForFunction(() => ((globalThis as unknown as ExampleWindow).isostoreExample.progress()?.forwarded ?? 0) > 0, undefined, { timeout: 30_000 });
     await page.reload();
-    await page.waitForFunction(() => "isostoreExample" in window);
+    await page.waitForFunction(() => "isostoreExample" in globalThis);
     await waitDrained(page);
     ids = await workerIds();
     const all = new Set(ids);
@@ -129,12 +129,12 @@ describe("offline example: IndexedDB -> forwarder -> worker, in Chromium", () =>
     await signIn(first);
     const second = await openExample(context);
     await signIn(second); // sessionStorage is per tab
-    await second.waitForFunction(() => (window as unknown as ExampleWindow).isostoreExample.progress()?.state === "standby");
-    expect(await first.evaluate(() => (window as unknown as ExampleWindow).isostoreExample.progress()?.state)).not.toBe("standby");
+    await second.waitForFunction(() => (globalThis as unknown as ExampleWindow).isostoreExample.progress()?.state === "standby");
+    expect(await first.evaluate(() => (globalThis as unknown as ExampleWindow).isostoreExample.progress()?.state)).not.toBe("standby");
     const minted = [...(await record(first, 150, "tab-a")), ...(await record(second, 150, "tab-b"))];
     await waitDrained(first);
     await first.close(); // the lock passes to the other tab
-    await second.waitForFunction(() => (window as unknown as ExampleWindow).isostoreExample.progress()?.state !== "standby", undefined, { timeout: 30_000 });
+    await second.waitForFunction(() => (globalThis as unknown as ExampleWindow).isostoreExample.progress()?.state !== "standby", undefined, { timeout: 30_000 });
     const later = await record(second, 50, "tab-b");
     await waitDrained(second);
     const ids = await workerIds();
@@ -142,8 +142,8 @@ describe("offline example: IndexedDB -> forwarder -> worker, in Chromium", () =>
     expect(held.size).toBe(ids.length);
     for (const id of [...minted, ...later]) expect(held.has(id)).toBe(true);
 
-    await second.evaluate(() => (window as unknown as ExampleWindow).isostoreExample.recordConflict());
-    const rejected = () => second.evaluate(() => (window as unknown as ExampleWindow).isostoreExample.rejected());
+    await second.evaluate(() => (globalThis as unknown as ExampleWindow).isostoreExample.recordConflict());
+    const rejected = () => second.evaluate(() => (globalThis as unknown as ExampleWindow).isostoreExample.rejected());
     const deadline = Date.now() + 30_000;
     while ((await rejected()).length === 0 && Date.now() < deadline) await second.waitForTimeout(200);
     expect((await rejected()).map((item) => item.reason)).toEqual(["rejected"]);
