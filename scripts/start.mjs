@@ -24,8 +24,8 @@ function devToken() {
   return { token, created: true };
 }
 
-console.log("isostore: building the operator UI (web/dist)...");
-execFileSync(join(ROOT, "node_modules", ".bin", "vite"), ["build", "web"], { cwd: ROOT, stdio: "inherit" });
+console.log("isostore: building the operator UI and the offline example (web/dist)...");
+for (const root of ["web", "examples/offline"]) execFileSync(join(ROOT, "node_modules", ".bin", "vite"), ["build", root], { cwd: ROOT, stdio: "inherit" });
 const { token, created } = devToken();
 console.log("isostore: starting the worker (wrangler dev, local storage in .wrangler/state)...");
 const worker = await startDevWorker({ port, persistTo: join(ROOT, ".wrangler", "state"), stdio: "inherit", logLevel: "info" });
@@ -33,6 +33,7 @@ console.log(`
 isostore is running
   API:        ${worker.url}/v1   (OpenAPI: ${worker.url}/v1/openapi.json)
   UI:         ${worker.url}/
+  example:    ${worker.url}/example/   (offline-first journaling in the browser)
   dev token:  ${token}${created ? "   (new; saved in .dev.vars)" : "   (from .dev.vars)"}
   try:        curl -H "Authorization: Bearer ${token}" ${worker.url}/v1/journals
 Ctrl-C stops it.`);
