@@ -4,7 +4,7 @@
  * Speed goals live here, never in unit tests.
  *
  * `BENCH_QUICK=1` runs smaller sizes (a smoke run; the file says so).
- * `BENCH_RUNTIMES=0` skips the real-runtime benchmarks (Chromium, workerd),
+ * `BENCH_RUNTIMES=0` skips the real-runtime benchmarks (Chromium, workerd, `wrangler dev`),
  * which run as child processes and print their own markdown sections.
  */
 import { writeFileSync } from "node:fs";
@@ -75,6 +75,8 @@ async function main(): Promise<void> {
   if (process.env.BENCH_RUNTIMES !== "0") {
     lines.push(runtimeSection("npx", ["tsx", "bench/indexeddb-browser.ts"], "## Usage journal over the IndexedDB engine"));
     lines.push(runtimeSection("npx", ["vitest", "run", "-c", "bench/durable-objects/vitest.config.ts"], "## Durable Objects adapter"));
+    lines.push(runtimeSection("npx", ["tsx", "bench/http.ts"], "## Usage journal over HTTP"));
+    lines.push(runtimeSection("npx", ["tsx", "bench/forwarding.ts"], "## Forwarding and the usage middleware"));
   }
 
   const text = [...header, ...lines].join("\n");
