@@ -8,6 +8,9 @@
  *   of a journal, hosting the core journal by Workers RPC.
  * - {@link PartitionedJournal}: a `UsageJournal` over P partitions, reached
  *   through their namespace binding: one writer per ordering key.
+ * - {@link StoreObject}: the Durable Object hosting one store's storage
+ *   primitives by RPC, and {@link StoreObjectClient}: that store as a
+ *   `RemoteStore` (typed errors rebuilt), e.g. for the HTTP store routes.
  *
  * Errors below the journal are {@link DurableObjectEngineError}s (code,
  * `retryable`, `cause`); the journals report them as `BackendError`.
@@ -29,6 +32,8 @@ export { durableObjectEngine, MAX_BOUND_PARAMETERS, MAX_ROW_BYTES, SCHEMA_VERSIO
 export { DurableObjectEngineError, type DurableObjectEngineErrorCode } from "./errors.js";
 export { JournalPartition, type PartitionConfig } from "./partition.js";
 export { StoreObject, type StoreObjectEnv, type StoreOutcome, type StoreWireError, type StoreLeaseGrant } from "./store-object.js";
+export { decodeStoreError, encodeStoreError } from "./store-object.js";
+export { StoreObjectClient, type StoreObjectNamespace, type StoreObjectStub } from "./store-client.js";
 export { PartitionedJournal, MAX_PARTITIONS, type PartitionedJournalOptions, type PartitionNamespace, type PartitionStub } from "./partitioned-journal.js";
 export { partitionOf, fnv1a32 } from "./hash.js";
 export type { Engine } from "../../src/engine.js";

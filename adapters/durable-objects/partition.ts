@@ -19,12 +19,36 @@
  * - Answers are {@link WireOutcome}s: typed journal errors travel as data and
  *   are rebuilt by the caller (RPC does not keep error classes).
  *
- * Two calls go beside the journal's public surface, through the core's
+ * Three calls go beside the journal's public surface, through the core's
  * `Work` / `Layout` (the journal's internal layer; this file is the one place
  * the adapter depends on it): `register` (a consumer that claimed anywhere
  * must be registered in every partition, or a partition it never claimed
- * from could prune events it has not seen) and `holds` (whether the
- * partition stores a request id: how deliveries are routed).
+ * from could prune events it has not seen), and `holds` / `holdsMany`
+ * (whether the partition stores a request id: how deliveries are routed and
+ * how the id registry below is verified).
+ *
+ * The id registry (P > 1 only). Every request id has an *id home*
+ * partition (FNV-1a 32 of the request id, modulo P; `PartitionedJournal.idHomeOf`), which keeps,
+ * beside its journal and under its own key prefix `["idreg", journal, ...]`
+ * of the same engine, one {@link RegistryEntry} per request id it reserved:
+ * the ordering key, a hash of the canonical fact, `observedAt`, when it was
+ * last reserved, a revision and the time it is next due for verification.
+ * - `reserve` (one transaction for a list of ids, in order): an unknown id is
+ *   recorded (`reserved`); the same fact again is `same` and refreshes the
+ *   reservation (new revision, `reservedAt = now`); a different fact is a
+ *   `conflict` that changes nothing and says whether the entry is *settled*
+ *   (`reservedAt + ID_SETTLE_MS <= now`). The answer also lists up to
+ *   {@link REGISTRY_DUE_SCAN} entries that are due.
+ * - `registryDue` lists due entries (`due <= now`, oldest first).
+ * - `settleRegistry` applies verdicts the caller obtained from the entries'
+ *   key partitions (`holdsMany`): an entry whose revision is unchanged, that
+ *   is settled and whose event its key partition does not hold is forgotten;
+ *   one whose event is still held is due again `max(retainAcknowledgedMs,
+ *   ID_SETTLE_MS)` later. An entry whose revision changed meanwhile (it was
+ *   reserved again) is left alone.
+ * An entry is first due at `max(observedAt + retainAcknowledgedMs,
+ * reservedAt + ID_SETTLE_MS)`: not before its event could have been pruned,
+ * and not while an append sent under the reservation may still be on its way.
  */
 /// <reference types="@cloudflare/workers-types" />
 import { DurableObject } from "cloudflare:workers";
@@ -54,8 +78,155 @@ import type {
   UsageJournal,
 } from "../../src/journal/types.js";
 import type { Engine } from "../../src/engine.js";
+import { isRequestId } from "../../src/journal/event.js";
+import type { EngineTransaction, Key } from "../../src/engine.js";
 import { durableObjectEngine } from "./engine.js";
-import { encodeBatch, toWire, type WireBatchResult, type WireOutcome } from "./wire.js";
+import { encodeAcks, encodeBatch, toWire, type WireAckResult, type WireBatchResult, type WireOutcome } from "./wire.js";
+
+/**
+ * How long (ms, on the journal's clock) a request id's reservation protects it
+ * after it was last reserved, whatever its key partition says: an append sent
+ * under a reservation is assumed to reach its key partition within this time
+ * or never. Also the shortest interval between two verifications of one entry.
+ */
+export const ID_SETTLE_MS = 5 * 60 * 1000;
+/** How many due registry entries a `reserve` answer lists at most. */
+export const REGISTRY_DUE_SCAN = 8;
+
+/** What `reserve` is told about one event. */
+export interface IdReservation {
+  readonly requestId: string;
+  readonly namespace: string;
+  readonly subject: string;
+  /** Hash of the canonical fact (namespace, subject, canonical data): equal exactly for the same fact. */
+  readonly fact: string;
+  readonly observedAt: number;
+}
+
+/** One id registry row, at `["idreg", journal, "r", requestId]`. */
+export interface RegistryEntry {
+  readonly namespace: string;
+  readonly subject: string;
+  readonly fact: string;
+  readonly observedAt: number;
+  /** The `now` of the last reservation of this id. */
+  readonly reservedAt: number;
+  /** Bumped by every reservation: a verdict about an older revision is ignored. */
+  readonly rev: number;
+  /** When the entry is next verified (also indexed at `["idreg", journal, "d", due, requestId]`). */
+  readonly due: number;
+}
+
+/** A registry entry that is due for verification, as the caller needs it. */
+export interface DueEntry {
+  readonly requestId: string;
+  readonly namespace: string;
+  readonly subject: string;
+  readonly rev: number;
+}
+
+/** The outcome of reserving one id. */
+export type ReserveResult =
+  | { readonly status: "reserved" }
+  | { readonly status: "same" }
+  | {
+      readonly status: "conflict";
+      /** `reservedAt + ID_SETTLE_MS <= now`: the entry may be forgotten if its key partition does not hold the event. */
+      readonly settled: boolean;
+      readonly namespace: string;
+      readonly subject: string;
+      readonly rev: number;
+    };
+
+/** The answer of `reserve`. */
+export interface ReserveAnswer {
+  readonly results: readonly ReserveResult[];
+  /** Up to {@link REGISTRY_DUE_SCAN} due entries of this partition's registry (opportunistic verification). */
+  readonly due: readonly DueEntry[];
+}
+
+/** A verdict on a due (or conflicting) entry: whether its key partition holds the event. */
+export interface RegistryVerdict {
+  readonly requestId: string;
+  readonly rev: number;
+  readonly held: boolean;
+}
+
+/** The id registry's keys and transitions inside one transaction. */
+class IdRegistry {
+  constructor(
+    private readonly tx: EngineTransaction,
+    private readonly journal: string,
+    private readonly retainMs: number,
+  ) {}
+
+  private entryKey(requestId: string): Key {
+    return ["idreg", this.journal, "r", requestId];
+  }
+
+  private dueKey(due: number, requestId: string): Key {
+    return ["idreg", this.journal, "d", due, requestId];
+  }
+
+  private write(requestId: string, entry: RegistryEntry, previous: RegistryEntry | undefined): void {
+    if (previous !== undefined && previous.due !== entry.due) this.tx.delete(this.dueKey(previous.due, requestId));
+    if (previous === undefined || previous.due !== entry.due) this.tx.put(this.dueKey(entry.due, requestId), 0);
+    this.tx.put(this.entryKey(requestId), entry);
+  }
+
+  async reserve(item: IdReservation, now: number): Promise<ReserveResult> {
+    const entry = await this.tx.get<RegistryEntry>(this.entryKey(item.requestId));
+    if (entry === undefined) {
+      const due = Math.max(item.observedAt + this.retainMs, now + ID_SETTLE_MS);
+      const fresh: RegistryEntry = { namespace: item.namespace, subject: item.subject, fact: item.fact, observedAt: item.observedAt, reservedAt: now, rev: 1, due };
+      this.write(item.requestId, fresh, undefined);
+      return { status: "reserved" };
+    }
+    if (entry.fact === item.fact && entry.namespace === item.namespace && entry.subject === item.subject) {
+      const reservedAt = Math.max(entry.reservedAt, now);
+      this.write(item.requestId, { ...entry, reservedAt, rev: entry.rev + 1, due: Math.max(entry.due, reservedAt + ID_SETTLE_MS) }, entry);
+      return { status: "same" };
+    }
+    return { status: "conflict", settled: entry.reservedAt + ID_SETTLE_MS <= now, namespace: entry.namespace, subject: entry.subject, rev: entry.rev };
+  }
+
+  async due(now: number, limit: number): Promise<DueEntry[]> {
+    const prefix: Key = ["idreg", this.journal, "d"];
+    const index = await this.tx.scan({ prefix, upper: [...prefix, now + 1], upperOpen: true }, { limit });
+    const out: DueEntry[] = [];
+    for (const { key } of index) {
+      const requestId = key[key.length - 1] as string;
+      const entry = await this.tx.get<RegistryEntry>(this.entryKey(requestId));
+      if (entry !== undefined) out.push({ requestId, namespace: entry.namespace, subject: entry.subject, rev: entry.rev });
+    }
+    return out;
+  }
+
+  /** Apply one verdict; true when the entry was forgotten. */
+  async settle(verdict: RegistryVerdict, now: number): Promise<boolean> {
+    const entry = await this.tx.get<RegistryEntry>(this.entryKey(verdict.requestId));
+    if (entry === undefined || entry.rev !== verdict.rev) return false;
+    if (!verdict.held && entry.reservedAt + ID_SETTLE_MS <= now) {
+      this.tx.delete(this.dueKey(entry.due, verdict.requestId));
+      this.tx.delete(this.entryKey(verdict.requestId));
+      return true;
+    }
+    const due = Math.max(entry.due, now + Math.max(this.retainMs, ID_SETTLE_MS));
+    this.write(verdict.requestId, { ...entry, due }, entry);
+    return false;
+  }
+}
+
+function checkList<T>(what: string, list: unknown, max: number): readonly T[] {
+  if (!Array.isArray(list) || list.length > max) throw new InvalidArgumentError(what, `must be an array of at most ${max} items`);
+  return list as readonly T[];
+}
+
+function checkRequestIds(list: readonly { readonly requestId: unknown }[]): void {
+  for (const item of list) {
+    if (item === null || typeof item !== "object" || !isRequestId(item.requestId)) throw new InvalidArgumentError("requestId", "must be a UUIDv7 request id");
+  }
+}
 
 /** What every call tells a partition about the journal it belongs to. */
 export interface PartitionConfig {
@@ -154,6 +325,10 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
     return this.serve(config, now, (journal) => journal.ack(delivery));
   }
 
+  async ackBatch(config: PartitionConfig, now: number, deliveries: readonly DeliveryId[]): Promise<WireOutcome<WireAckResult[]>> {
+    return this.serve(config, now, async (journal) => encodeAcks(await journal.ackBatch(deliveries)));
+  }
+
   async quarantine(config: PartitionConfig, now: number, delivery: DeliveryId, reason: PoisonReason): Promise<WireOutcome<void>> {
     return this.serve(config, now, (journal) => journal.quarantine(delivery, reason));
   }
@@ -210,6 +385,60 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
         const work = new Work(tx, new Layout(journal.name), journal.capacity);
         if (!(await work.isRegistered(id))) await work.register(id);
         work.flush();
+      });
+    });
+  }
+
+  /**
+   * Id registry: reserve request ids, in order, in one transaction (see the
+   * module comment). A conflict changes nothing.
+   */
+  async reserve(config: PartitionConfig, now: number, items: readonly IdReservation[]): Promise<WireOutcome<ReserveAnswer>> {
+    return toWire(async () => {
+      const list = checkList<IdReservation>("items", items, 1000);
+      checkRequestIds(list);
+      const journal = await this.open(config);
+      return this.engine.transact("readwrite", async (tx) => {
+        const registry = new IdRegistry(tx, journal.name, journal.capacity.retainAcknowledgedMs);
+        const results: ReserveResult[] = [];
+        for (const item of list) results.push(await registry.reserve(item, now));
+        return { results, due: await registry.due(now, REGISTRY_DUE_SCAN) };
+      });
+    });
+  }
+
+  /** Id registry: up to `limit` (1..1000) entries due for verification at `now`, oldest first. */
+  async registryDue(config: PartitionConfig, now: number, limit: number): Promise<WireOutcome<DueEntry[]>> {
+    return toWire(async () => {
+      if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new InvalidArgumentError("limit", "must be an integer from 1 to 1000");
+      const journal = await this.open(config);
+      return this.engine.transact("readonly", (tx) => new IdRegistry(tx, journal.name, journal.capacity.retainAcknowledgedMs).due(now, limit));
+    });
+  }
+
+  /** Id registry: apply verdicts (forget what is settled and not held, reschedule the rest); answers how many entries were forgotten. */
+  async settleRegistry(config: PartitionConfig, now: number, verdicts: readonly RegistryVerdict[]): Promise<WireOutcome<{ forgotten: number }>> {
+    return toWire(async () => {
+      const list = checkList<RegistryVerdict>("verdicts", verdicts, 1000);
+      checkRequestIds(list);
+      const journal = await this.open(config);
+      return this.engine.transact("readwrite", async (tx) => {
+        const registry = new IdRegistry(tx, journal.name, journal.capacity.retainAcknowledgedMs);
+        let forgotten = 0;
+        for (const verdict of list) if (await registry.settle(verdict, now)) forgotten++;
+        return { forgotten };
+      });
+    });
+  }
+
+  /** Whether this partition stores each of these request ids (one read transaction). */
+  async holdsMany(config: PartitionConfig, requestIds: readonly string[]): Promise<WireOutcome<boolean[]>> {
+    return toWire(async () => {
+      const list = checkList<string>("requestIds", requestIds, 1000);
+      const journal = await this.open(config);
+      return this.engine.transact("readonly", async (tx) => {
+        const work = new Work(tx, new Layout(journal.name), journal.capacity);
+        return Promise.all(list.map(async (requestId) => (await work.positionOf(requestId)) !== undefined));
       });
     });
   }

@@ -12,12 +12,19 @@
  * (`InvalidArgumentError`, argument `partitions`) before anything is written.
  *
  * How each call is routed:
- * - `append` goes to its key's partition; `appendBatch` is validated here
- *   (an invalid event is rejected in place), split per partition and sent
- *   concurrently; each partition's share is one transaction, and the results
- *   come back in the order of the input. If one partition fails, the batch
- *   rejects although other partitions may have stored their share: retrying
- *   the batch is safe, since appends are idempotent on the request id.
+ * - `append` first reserves its request id at the id's *home* partition
+ *   (`idHomeOf`: FNV-1a 32 of the request id, modulo P; part of the stored
+ *   format like the key hash), then goes to its key's partition. The home
+ *   keeps an id registry beside its journal (see "Request ids across
+ *   partitions" below and `./partition.ts`). `appendBatch` is validated here
+ *   (an invalid event is rejected in place), reserved per home (one call per
+ *   home, concurrently, each in input order; an event refused there is
+ *   `rejected` with the `EventConflictError` and not sent on), then split per
+ *   key partition and sent concurrently; each partition's share is one
+ *   transaction, and the results come back in the order of the input. If one
+ *   partition fails, the batch rejects although other partitions may have
+ *   stored their share: retrying the batch is safe, since appends are
+ *   idempotent on the request id (and a reservation of the same fact is too).
  * - `claim` fans out in rounds: what is left of `maxEvents` is split evenly
  *   over the partitions that may still have events, the remainder going to
  *   partitions from a start that rotates with every claim (so with
@@ -45,21 +52,68 @@
  *   so any worker instance can route any delivery.
  * - `stats` sums the partitions (pending, in flight, quarantined, dropped) and
  *   takes the largest `oldestPendingAgeMs`; `listQuarantined` and `listAudit`
- *   merge the partitions' pages (by `quarantinedAt` / `at`, each partition
- *   keeping its own order), with cursors that carry one position per
- *   partition (`"qp1.p0.p1..."` / `"ap1.s0.s1..."`); `prune` visits the
- *   partitions in turn until `limit` is used up.
+ *   merge the partitions' pages (by `quarantinedAt` / `at`, newest first for
+ *   `order: "newest"`, each partition keeping its own order), with cursors
+ *   that carry one position per partition (`"qp1.p0.p1..."`, `"qpn1...."`
+ *   for newest first, `"ap1.s0.s1..."`); `prune` visits the
+ *   partitions in turn until `limit` is used up, then verifies up to 256
+ *   due registry entries per partition (below).
+ *
+ * Request ids across partitions (P > 1). A request id is one event in the
+ * whole journal, as in a single journal: appending an id the journal holds
+ * under a different record (another ordering key, so maybe another
+ * partition, or other data) is `EventConflictError` and changes nothing; the
+ * same record again is `already_present` (answered by the key partition). The
+ * id home's registry holds, per reserved id, the ordering key, a SHA-256 of
+ * the canonical fact (`[namespace, subject, data]`), `observedAt`, when it
+ * was last reserved (`reservedAt`), a revision and when it is next due for
+ * verification. Reserving an unknown id records it; the same fact refreshes
+ * it (`reservedAt`, revision); another fact is a conflict. A crash between
+ * the reservation and the append is safe: the retry finds its own fact and
+ * goes on.
+ *
+ * When the registry forgets an id (the exact rule): an entry is forgotten
+ * only when (1) it is *settled*, `reservedAt + ID_SETTLE_MS <= now` (5
+ * minutes on the journal's clock: an append sent under a reservation is
+ * assumed to reach its key partition within that time or never), and (2) the
+ * ordering key's partition answers that it does not store the id (`holdsMany`),
+ * and (3) the entry was not reserved again in between (its revision is
+ * unchanged). Entries are verified when they are due, first at
+ * `max(observedAt + retainAcknowledgedMs, reservedAt + ID_SETTLE_MS)` (an
+ * event cannot be pruned earlier) and, while the event is still stored,
+ * every `max(retainAcknowledgedMs, ID_SETTLE_MS)` after: by `prune` (up to
+ * 256 per partition per call), and after an append whose reservation answer
+ * listed due entries (up to 8 per home partition; failures go to
+ * `onIgnoredError`). A conflict with a settled entry is verified on the spot,
+ * and when the event is gone the entry is taken over (forgotten and
+ * reserved again). Consequences:
+ * - the registry holds about one entry per stored event, plus the ids
+ *   appended in the last `max(retainAcknowledgedMs, ID_SETTLE_MS)` or so;
+ *   nothing is forgotten while its event is stored (an unacknowledged or
+ *   quarantined event keeps its id reserved for as long as it is stored);
+ * - within `ID_SETTLE_MS` of its last reservation, an id is a conflict for
+ *   any other record even if its event is not stored: after the key
+ *   partition refused it (`at_capacity`, a failure) or pruned it. A single
+ *   journal would accept the other record there; this one refuses (the
+ *   same record still goes through). After that time the answers are a
+ *   single journal's;
+ * - the rule relies on `ID_SETTLE_MS`: an append RPC delayed longer than
+ *   that after its reservation, racing a different record under the same id
+ *   that took the reservation over, could store both. Clocks of the
+ *   instances must agree to well within `ID_SETTLE_MS`.
+ * Cost: an append is two RPCs (home, then key partition) and a SHA-256.
  *
  * Where P > 1 differs from one journal (by design; the P = 4 conformance run
- * lists the examples this excludes): positions, audit `seq`, capacity
- * (`maxEvents`, `dropped`) and opportunistic pruning are per partition, and
- * `stats().capacity` is the per-partition capacity; claim order across
- * partitions is by `observedAt`, not by one global position, and
- * `oldestPendingAgeMs` is the largest partition's; a request id re-used with
- * a different ordering key is detected as a conflict only when both keys
- * share a partition. With P = 1 every call is forwarded unchanged, so the
- * journal behaves exactly like `createJournal` (the full conformance suite
- * checks this).
+ * lists the examples this excludes, and `partitioned-model.test.ts` checks
+ * random sequences against P reference models behind the same routing):
+ * positions, audit `seq`, capacity (`maxEvents`, `dropped`) and
+ * opportunistic pruning are per partition, and `stats().capacity` is the
+ * per-partition capacity; claim order across partitions is by `observedAt`,
+ * not by one global position, and `oldestPendingAgeMs` is the largest
+ * partition's; a request id whose event is no longer stored stays reserved
+ * for its record up to `ID_SETTLE_MS` (above). With P = 1 every call is
+ * forwarded unchanged (no registry), so the journal behaves exactly like
+ * `createJournal` (the full conformance suite checks this).
  *
  * Time: every call sends this instance's clock reading (`options.clock`,
  * default `Date.now`) to the partition, which uses it as its journal's clock.
@@ -69,9 +123,10 @@
  * `DurableObjectEngineError`) as `cause` and its `retryable`; the stub is
  * dropped and recreated on the next call.
  */
-import { InvalidArgumentError, JournalError, NotOutstandingError, NotQuarantinedError } from "../../src/journal/errors.js";
+import { BackendError, EventConflictError, InvalidArgumentError, JournalError, NotOutstandingError, NotQuarantinedError } from "../../src/journal/errors.js";
 import {
   BILLING_GRADE,
+  canonicalJson,
   checkCapacity,
   checkDeliveryId,
   checkInteger,
@@ -82,6 +137,7 @@ import {
   parseConsumerId,
 } from "../../src/journal/event.js";
 import { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_LEASE_MS } from "../../src/journal/journal.js";
+import { checkListQuarantined } from "../../src/journal/arguments.js";
 import type {
   AppendResult,
   Attempt,
@@ -105,14 +161,55 @@ import type {
   QuarantinePage,
   UsageEvent,
   UsageJournal,
+  AckResult,
 } from "../../src/journal/types.js";
+import { checkAckBatch } from "../../src/journal/arguments.js";
 import { backendError } from "./errors.js";
-import { partitionOf } from "./hash.js";
-import type { PartitionConfig } from "./partition.js";
-import { decodeBatch, decodeError, type WireBatchResult, type WireOutcome } from "./wire.js";
+import { fnv1a32, partitionOf } from "./hash.js";
+import type { DueEntry, IdReservation, PartitionConfig, RegistryVerdict, ReserveAnswer } from "./partition.js";
+import { decodeAcks, decodeBatch, decodeError, type WireAckResult, type WireBatchResult, type WireOutcome } from "./wire.js";
 
 /** The largest P. */
 export const MAX_PARTITIONS = 256;
+/** How many due id-registry entries `prune` verifies per partition and call. */
+const REGISTRY_PRUNE_SCAN = 256;
+
+/** The most ids one `holdsMany` or `settleRegistry` call carries (what a partition accepts). */
+const REGISTRY_CALL_MAX = 1000;
+
+/** `items` in consecutive slices of at most `size`. */
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/** Group `items` by `keyOf`, keeping their order within each group. */
+function groupBy<T>(items: readonly T[], keyOf: (item: T) => number): Map<number, T[]> {
+  const groups = new Map<number, T[]>();
+  for (const item of items) {
+    const key = keyOf(item);
+    let group = groups.get(key);
+    if (group === undefined) groups.set(key, (group = []));
+    group.push(item);
+  }
+  return groups;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * What the id home is told about an event: its ordering key, `observedAt`,
+ * and the SHA-256 (hex) of the canonical JSON of `[namespace, subject, data]`,
+ * which is equal exactly when `isSameFact` is true.
+ */
+async function reservationOf(event: UsageEvent): Promise<IdReservation> {
+  const { namespace, subject, data } = event.record;
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(canonicalJson([namespace, subject, data]))));
+  let fact = "";
+  for (const byte of digest) fact += byte.toString(16).padStart(2, "0");
+  return { requestId: event.id, namespace, subject, fact, observedAt: event.observedAt };
+}
 /** How many request id -> partition hints an instance keeps. */
 const HINTS = 10_000;
 
@@ -123,6 +220,7 @@ export interface PartitionStub {
   appendBatch(config: PartitionConfig, now: number, events: readonly UsageEvent[]): Promise<WireOutcome<WireBatchResult[]>>;
   claim(config: PartitionConfig, now: number, consumer: ConsumerId, options: ClaimOptions): Promise<WireOutcome<Delivery[]>>;
   ack(config: PartitionConfig, now: number, delivery: DeliveryId): Promise<WireOutcome<void>>;
+  ackBatch(config: PartitionConfig, now: number, deliveries: readonly DeliveryId[]): Promise<WireOutcome<WireAckResult[]>>;
   quarantine(config: PartitionConfig, now: number, delivery: DeliveryId, reason: PoisonReason): Promise<WireOutcome<void>>;
   extend(config: PartitionConfig, now: number, delivery: DeliveryId, options: ExtendOptions): Promise<WireOutcome<{ leaseExpiresAt: number }>>;
   nack(config: PartitionConfig, now: number, delivery: DeliveryId, options: NackOptions): Promise<WireOutcome<void>>;
@@ -135,6 +233,10 @@ export interface PartitionStub {
   prune(config: PartitionConfig, now: number, options: PruneOptions): Promise<WireOutcome<{ pruned: number }>>;
   register(config: PartitionConfig, consumer: ConsumerId): Promise<WireOutcome<void>>;
   holds(config: PartitionConfig, requestId: string): Promise<WireOutcome<boolean>>;
+  holdsMany(config: PartitionConfig, requestIds: readonly string[]): Promise<WireOutcome<boolean[]>>;
+  reserve(config: PartitionConfig, now: number, items: readonly IdReservation[]): Promise<WireOutcome<ReserveAnswer>>;
+  registryDue(config: PartitionConfig, now: number, limit: number): Promise<WireOutcome<DueEntry[]>>;
+  settleRegistry(config: PartitionConfig, now: number, verdicts: readonly RegistryVerdict[]): Promise<WireOutcome<{ forgotten: number }>>;
 }
 
 /** The narrow part of a `DurableObjectNamespace` binding used here (pass `env.YOUR_BINDING`). */
@@ -167,6 +269,7 @@ export interface PartitionedJournalOptions {
 }
 
 const QUARANTINE_CURSOR = "qp1.";
+const QUARANTINE_NEWEST_CURSOR = "qpn1.";
 const AUDIT_CURSOR = "ap1.";
 
 /** Parse a merged cursor: one non-negative position per partition. */
@@ -319,8 +422,13 @@ export class PartitionedJournal implements UsageJournal {
     if (this.partitions === 1) return this.call(0, "append", (stub, config) => stub.append(config, now, event));
     const checked = checkUsageEvent(event);
     const p = this.partitionOf(checked.orderingKey.namespace, checked.orderingKey.subject);
-    const result = await this.call(p, "append", (stub, config) => stub.append(config, now, checked));
+    await this.ready();
+    const { refused, due } = await this.reserve(now, [checked]);
+    const error = refused[0];
+    if (error !== undefined && error !== null) throw error;
+    const result = await this.send(p, "append", (stub, config) => stub.append(config, now, checked));
     this.hint(checked.id, p);
+    await this.verifyQuietly(now, due);
     return result;
   }
 
@@ -333,13 +441,25 @@ export class PartitionedJournal implements UsageJournal {
       throw new InvalidArgumentError("events", `a batch holds at most ${MAX_BATCH_EVENTS} events, got ${events.length}`);
     }
     const results = new Array<BatchAppendResult | undefined>(events.length);
-    const shares = new Map<number, { events: UsageEvent[]; indexes: number[] }>();
+    const valid: { event: UsageEvent; index: number }[] = [];
     events.forEach((event, index) => {
-      let checked: UsageEvent;
       try {
-        checked = checkUsageEvent(event);
+        valid.push({ event: checkUsageEvent(event), index });
       } catch (error) {
         if (!(error instanceof JournalError)) throw error;
+        results[index] = { status: "rejected", error };
+      }
+    });
+    await this.ready();
+    // Reserve every id at its id home first; an event refused there is rejected and not sent on.
+    const { refused, due } = await this.reserve(
+      now,
+      valid.map(({ event }) => event),
+    );
+    const shares = new Map<number, { events: UsageEvent[]; indexes: number[] }>();
+    valid.forEach(({ event: checked, index }, i) => {
+      const error = refused[i];
+      if (error !== undefined && error !== null) {
         results[index] = { status: "rejected", error };
         return;
       }
@@ -351,7 +471,7 @@ export class PartitionedJournal implements UsageJournal {
     });
     await Promise.all(
       [...shares].map(async ([p, share]) => {
-        const answers = decodeBatch(await this.call(p, "appendBatch", (stub, config) => stub.appendBatch(config, now, share.events)));
+        const answers = decodeBatch(await this.send(p, "appendBatch", (stub, config) => stub.appendBatch(config, now, share.events)));
         answers.forEach((answer, i) => {
           const index = share.indexes[i]!;
           results[index] = answer;
@@ -359,7 +479,100 @@ export class PartitionedJournal implements UsageJournal {
         });
       }),
     );
+    await this.verifyQuietly(now, due);
     return results as BatchAppendResult[];
+  }
+
+  // ------------------------------------------------------- id registry
+
+  /** The id home partition of a request id (where its reservation is kept). */
+  idHomeOf(requestId: string): number {
+    return this.partitions === 1 ? 0 : fnv1a32(requestId) % this.partitions;
+  }
+
+  /**
+   * Reserve the events' request ids at their id homes (one call per home,
+   * concurrently, each in input order). `refused[i]` is the conflict of
+   * `events[i]`, or null when it may go on to its key partition. A conflict
+   * with a settled entry whose key partition does not hold the event takes
+   * the entry over (forget it, reserve again, once). `due` lists, per home,
+   * the due entries the answers named, for {@link verifyQuietly}.
+   */
+  private async reserve(now: number, events: readonly UsageEvent[]): Promise<{ refused: (JournalError | null)[]; due: Map<number, DueEntry[]> }> {
+    const items = await Promise.all(events.map((event) => reservationOf(event)));
+    const refused = events.map((): JournalError | null => null);
+    const due = new Map<number, DueEntry[]>();
+    const round = async (indexes: readonly number[]): Promise<{ index: number; entry: DueEntry }[]> => {
+      const byHome = groupBy(indexes, (i) => this.idHomeOf(events[i]!.id));
+      const stale: { index: number; entry: DueEntry }[] = [];
+      await Promise.all(
+        [...byHome].map(async ([home, list]) => {
+          const answer = await this.send(home, "reserve", (stub, config) => stub.reserve(config, now, list.map((i) => items[i]!)));
+          if (answer.due.length > 0) due.set(home, [...answer.due]);
+          answer.results.forEach((result, k) => {
+            const index = list[k]!;
+            if (result.status !== "conflict") return;
+            refused[index] = new EventConflictError(events[index]!.id);
+            if (result.settled) stale.push({ index, entry: { requestId: events[index]!.id, namespace: result.namespace, subject: result.subject, rev: result.rev } });
+          });
+        }),
+      );
+      return stale;
+    };
+    const stale = await round(events.map((_, i) => i));
+    if (stale.length > 0) {
+      // The entry is settled: it names the event's true partition unless the event is gone.
+      const unique = new Map<string, DueEntry>();
+      for (const { entry } of stale) unique.set(entry.requestId, entry);
+      const gone = await this.verify(now, [...unique.values()]);
+      const retry = stale.filter(({ entry }) => gone.has(entry.requestId)).map(({ index }) => index);
+      if (retry.length > 0) {
+        for (const index of retry) refused[index] = null;
+        await round(retry); // a second conflict is final
+      }
+    }
+    return { refused, due };
+  }
+
+  /**
+   * Verify registry entries: ask their key partitions whether they hold the
+   * events (`holdsMany`, concurrently), then tell each id home (`settleRegistry`).
+   * Returns the ids whose entries were forgotten.
+   */
+  private async verify(now: number, entries: readonly DueEntry[]): Promise<Set<string>> {
+    const byKey = groupBy(entries, (entry) => this.partitionOf(entry.namespace, entry.subject));
+    const held = new Map<string, boolean>();
+    await Promise.all(
+      [...byKey].flatMap(([p, all]) =>
+        chunks(all, REGISTRY_CALL_MAX).map(async (list) => {
+          const answers = await this.send(p, "holdsMany", (stub, config) => stub.holdsMany(config, list.map((entry) => entry.requestId)));
+          list.forEach((entry, k) => held.set(entry.requestId, answers[k] === true));
+        }),
+      ),
+    );
+    const byHome = groupBy(entries, (entry) => this.idHomeOf(entry.requestId));
+    const gone = new Set<string>();
+    await Promise.all(
+      [...byHome].flatMap(([home, all]) =>
+        chunks(all, REGISTRY_CALL_MAX).map(async (list) => {
+          const verdicts: RegistryVerdict[] = list.map((entry) => ({ requestId: entry.requestId, rev: entry.rev, held: held.get(entry.requestId) === true }));
+          await this.send(home, "settleRegistry", (stub, config) => stub.settleRegistry(config, now, verdicts));
+          for (const verdict of verdicts) if (!verdict.held) gone.add(verdict.requestId);
+        }),
+      ),
+    );
+    return gone;
+  }
+
+  /** Opportunistic registry verification after an append: bounded by what the answers listed; failures go to `onIgnoredError`. */
+  private async verifyQuietly(now: number, due: Map<number, DueEntry[]>): Promise<void> {
+    const entries = [...due.values()].flat();
+    if (entries.length === 0) return;
+    try {
+      await this.verify(now, entries);
+    } catch (error) {
+      this.onIgnoredError(error);
+    }
   }
 
   // ------------------------------------------------------------- claim
@@ -488,6 +701,80 @@ export class PartitionedJournal implements UsageJournal {
     return this.routedDelivery(delivery, "ack", (stub, config, id) => stub.ack(config, now, id));
   }
 
+  /**
+   * Many acks in one call per partition: each delivery goes to the partition
+   * its hint names, else the one `holdsMany` finds (all partitions asked at
+   * once, for every unhinted id together); each partition acks its share in
+   * one transaction. A delivery a hinted partition reports `not_outstanding`
+   * is located again once (a hint can only be stale when its id was forgotten
+   * and reused). A delivery no partition stores is `not_outstanding`.
+   */
+  async ackBatch(deliveries: readonly DeliveryId[]): Promise<AckResult[]> {
+    const now = this.clock();
+    if (this.partitions === 1) return decodeAcks(await this.call(0, "ackBatch", (stub, config) => stub.ackBatch(config, now, deliveries)));
+    const checked = checkAckBatch(deliveries);
+    const results: (AckResult | undefined)[] = checked.map((entry) => (entry instanceof JournalError ? { ok: false, error: entry } : undefined));
+    const open = checked.flatMap((entry, index) => (entry instanceof JournalError ? [] : [{ index, id: { consumer: entry.consumer, event: entry.event, attempt: entry.attempt } }]));
+    if (open.length === 0) return results as AckResult[];
+    await this.ready();
+
+    const settle = async (pending: readonly { index: number; id: DeliveryId }[], where: (id: DeliveryId) => number | null): Promise<{ index: number; id: DeliveryId }[]> => {
+      const shares = new Map<number, { index: number; id: DeliveryId }[]>();
+      for (const entry of pending) {
+        const p = where(entry.id);
+        if (p === null) results[entry.index] = { ok: false, error: new NotOutstandingError(entry.id, "the event is not journaled") };
+        else shares.set(p, [...(shares.get(p) ?? []), entry]);
+      }
+      const again: { index: number; id: DeliveryId }[] = [];
+      await Promise.all(
+        [...shares].map(async ([p, share]) => {
+          const answers = decodeAcks(await this.send(p, "ackBatch", (stub, config) => stub.ackBatch(config, now, share.map((entry) => entry.id))));
+          share.forEach((entry, i) => {
+            const answer = answers[i];
+            if (answer === undefined) throw new BackendError(`partition ${p} answered an ack batch with too few results`);
+            if (!answer.ok && answer.error instanceof NotOutstandingError) again.push(entry);
+            results[entry.index] = answer;
+          });
+        }),
+      );
+      return again;
+    };
+
+    const unhinted = open.filter((entry) => !this.hints.has(entry.id.event));
+    const located = await this.locateMany(unhinted.map((entry) => entry.id.event));
+    const retry = await settle(open, (id) => this.hints.get(id.event) ?? located.get(id.event) ?? null);
+    // Hinted deliveries refused as not outstanding: locate them for certain and try once more.
+    const stale = retry.filter((entry) => !located.has(entry.id.event));
+    if (stale.length > 0) {
+      for (const entry of stale) this.hints.delete(entry.id.event);
+      const found = await this.locateMany(stale.map((entry) => entry.id.event));
+      await settle(
+        stale.filter((entry) => found.has(entry.id.event)),
+        (id) => found.get(id.event) ?? null,
+      );
+    }
+    return results as AckResult[];
+  }
+
+  /** The partition of each request id any partition stores (`holdsMany` on every partition at once); hints are filled. */
+  private async locateMany(requestIds: readonly string[]): Promise<Map<string, number>> {
+    const found = new Map<string, number>();
+    const unique = [...new Set(requestIds)];
+    if (unique.length === 0) return found;
+    await Promise.all(
+      this.all().map(async (p) => {
+        for (const list of chunks(unique, REGISTRY_CALL_MAX)) {
+          const held = await this.send(p, "holdsMany", (stub, config) => stub.holdsMany(config, list));
+          list.forEach((requestId, i) => {
+            if (held[i] === true) found.set(requestId, p);
+          });
+        }
+      }),
+    );
+    for (const [requestId, p] of found) this.hint(requestId, p);
+    return found;
+  }
+
   quarantine(delivery: DeliveryId, reason: PoisonReason): Promise<void> {
     const now = this.clock();
     return this.routedDelivery(delivery, "quarantine", (stub, config, id) => stub.quarantine(config, now, id, reason));
@@ -564,20 +851,20 @@ export class PartitionedJournal implements UsageJournal {
   async listQuarantined(consumer: ConsumerId, options: ListQuarantinedOptions = {}): Promise<QuarantinePage> {
     const now = this.clock();
     if (this.partitions === 1) return this.call(0, "listQuarantined", (stub, config) => stub.listQuarantined(config, now, consumer, options));
-    const id = parseConsumerId(consumer);
-    const limit = checkInteger("limit", options.limit ?? 100, 1, 1000);
-    const after = parseCursor(QUARANTINE_CURSOR, options.after, this.partitions);
-    const query = options.query === undefined ? undefined : checkText("query", options.query, 200);
+    const { consumer: id, limit, query, order, after: cursorText } = checkListQuarantined(consumer, options);
+    const newest = order === "newest";
+    const prefix = newest ? QUARANTINE_NEWEST_CURSOR : QUARANTINE_CURSOR;
+    const after = parseCursor(prefix, cursorText, this.partitions);
     await this.ready();
     const pages = await Promise.all(
       this.all().map((p) =>
         this.send(p, "listQuarantined", (stub, config) =>
-          stub.listQuarantined(config, now, id, { limit, after: after[p]! > 0 ? `q1.${after[p]}` : null, ...(query === undefined ? {} : { query }) }),
+          stub.listQuarantined(config, now, id, { limit, order, after: after[p]! > 0 ? `${newest ? "qn1." : "q1."}${after[p]}` : null, ...(query === "" ? {} : { query }) }),
         ),
       ),
     );
     const lists = pages.map((page) => page.items);
-    const taken = mergeHeads<QuarantinedEvent>(lists, (a, b) => a.quarantinedAt < b.quarantinedAt, limit);
+    const taken = mergeHeads<QuarantinedEvent>(lists, (a, b) => (newest ? a.quarantinedAt > b.quarantinedAt : a.quarantinedAt < b.quarantinedAt), limit);
     const cursor = [...after];
     const used = this.all().map(() => 0);
     for (const { item, partition } of taken) {
@@ -585,7 +872,7 @@ export class PartitionedJournal implements UsageJournal {
       used[partition]! += 1;
     }
     const more = pages.some((page, p) => used[p]! < page.items.length || page.nextCursor !== null);
-    return { items: taken.map(({ item }) => item), nextCursor: more ? `${QUARANTINE_CURSOR}${cursor.join(".")}` : null };
+    return { items: taken.map(({ item }) => item), nextCursor: more ? `${prefix}${cursor.join(".")}` : null };
   }
 
   async listAudit(options: { readonly limit?: number; readonly after?: string | null } = {}): Promise<AuditPage> {
@@ -625,6 +912,10 @@ export class PartitionedJournal implements UsageJournal {
       const part = await this.send(p, "prune", (stub, config) => stub.prune(config, now, { now: pruneNow, limit: limit - pruned }));
       pruned += part.pruned;
     }
+    // The id registries: verify what is due (at the journal's clock, on which reservations are dated).
+    const due = await Promise.all(this.all().map((p) => this.send(p, "registryDue", (stub, config) => stub.registryDue(config, now, Math.min(limit, REGISTRY_PRUNE_SCAN)))));
+    const entries = due.flat();
+    if (entries.length > 0) await this.verify(now, entries);
     return { pruned };
   }
 }

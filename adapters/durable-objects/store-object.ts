@@ -51,7 +51,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Engine } from "../../src/engine.js";
 import { readAll, MAX_BLOB_BYTES, type Blobs } from "../../src/storage/blobs.js";
-import { BlobConflictError, BlobNotFoundError, InvalidArgumentError, StorageBackendError, StorageError } from "../../src/storage/errors.js";
+import { BlobConflictError, BlobNotFoundError, InvalidArgumentError, StorageBackendError, type StorageError } from "../../src/storage/errors.js";
 import type { LeaseFence } from "../../src/storage/fence.js";
 import type { KvEntry } from "../../src/storage/kv.js";
 import { DEFAULT_LEASE_TTL_MS, type Lease } from "../../src/storage/leaser.js";
@@ -62,6 +62,7 @@ import { createStore, type Store } from "../../src/storage/store.js";
 import { checkCount } from "../../src/storage/transaction.js";
 import type { ByteStream } from "../../src/storage/web.js";
 import { isBytes, sha256, toHex } from "../../src/storage/web.js";
+import { decodeStorageError, encodeStorageError } from "../../src/worker/stores.js";
 import { durableObjectEngine } from "./engine.js";
 
 /** A storage error as plain data. */
@@ -99,35 +100,29 @@ export const MAX_READ_PAGE_BYTES = 8 * 1024 * 1024;
 
 const CONFIG_KEY = ["so", "store"];
 
-/** Fields every error has that are not spec fields. */
-const NOT_FIELDS = new Set(["stack", "message", "code", "cause"]);
-
-/** A thrown value as a {@link StoreWireError}; anything but a `StorageError` is a backend failure. */
+/**
+ * A thrown value as a {@link StoreWireError}; anything but a `StorageError` is
+ * a backend failure. The codec is the core's (`encodeStorageError` of
+ * `src/worker/stores.ts`), shared with the HTTP API's error bodies.
+ */
 export function encodeStoreError(error: unknown): StoreWireError {
-  const fields: Record<string, unknown> = {};
-  if (error instanceof StorageError) {
-    for (const [field, value] of Object.entries(error)) {
-      if (!NOT_FIELDS.has(field) && isPlainData(value)) fields[field] = value;
-    }
-    // `name` holds the spec's field where there is one, else the class name (set in the constructor).
-    if (typeof error.name === "string" && error.name !== error.constructor.name) fields["name"] = error.name;
-    else delete fields["name"];
-    const cause = (error as { cause?: unknown }).cause;
-    if (cause instanceof Error) fields["cause"] = cause.message;
-    // An engine failure says whether trying again may help (`DurableObjectEngineError.retryable`).
-    const retryable = (cause as { retryable?: unknown } | undefined)?.retryable;
-    if (typeof retryable === "boolean") fields["retryable"] = retryable;
-    return { code: error.code, type: error.constructor.name, message: error.message, fields };
-  }
-  const message = error instanceof Error ? error.message : String(error);
-  return { code: "backend", type: "StorageBackendError", message: `storage backend failed: ${message}`, fields: { cause: message } };
+  return encodeStorageError(error);
 }
 
-function isPlainData(value: unknown): boolean {
-  if (value === null || ["string", "number", "boolean"].includes(typeof value)) return true;
-  if (Array.isArray(value)) return value.every(isPlainData);
-  if (typeof value === "object" && Object.getPrototypeOf(value) === Object.prototype) return Object.values(value).every(isPlainData);
-  return false;
+/**
+ * Rebuild the typed storage error a {@link StoreWireError} describes: the
+ * same class (`instanceof` works), `code`, message and spec fields (the
+ * spec's `name` field too); a remote `cause` comes back as an `Error` with
+ * its message and `retryable`. What `StoreObjectClient` throws.
+ *
+ * @example
+ * ```ts
+ * const outcome = await env.STORES.getByName("acme").kvGet("acme", "settings/theme");
+ * if (!outcome.ok) throw decodeStoreError(outcome.error); // e.g. a KeyNotFoundError
+ * ```
+ */
+export function decodeStoreError(wire: StoreWireError): StorageError {
+  return decodeStorageError(wire);
 }
 
 async function outcome<T>(call: () => Promise<T>): Promise<StoreOutcome<T>> {

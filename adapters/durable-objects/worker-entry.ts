@@ -1,12 +1,15 @@
 /**
  * The isostore Worker (`wrangler.toml` `main`; `npm start` runs it with
  * `wrangler dev`): the HTTP API of `isostore/worker` over `PartitionedJournal`s
- * on the `PARTITIONS` Durable Object binding, and the operator UI's static
- * files (`web/dist`, the `ASSETS` binding) under a strict CSP.
+ * on the `PARTITIONS` Durable Object binding, its store routes
+ * (`/v1/stores/{store}/...`) over `StoreObject`s on the `STORES` binding (one
+ * object per store name, when bound), and the operator UI's static files
+ * (`web/dist`, the `ASSETS` binding) under a strict CSP.
  *
  * Configuration (Worker vars and secrets; `.dev.vars` locally):
  * - `ISOSTORE_TOKENS` (secret): JSON array of `{ name, token, scopes }`
- *   (scopes `append:*`, `append:<namespace>`, `consume`, `operate`).
+ *   (scopes `append:*`, `append:<namespace>`, `consume`, `operate`,
+ *   `store:*`, `store:<store>`).
  * - `ISOSTORE_JOURNALS` (var, optional): JSON object of journal name ->
  *   `{ partitions?, consumers?, capacity? }` (default
  *   `{ "usage": { "partitions": 1, "consumers": ["billing"] } }`). P is fixed
@@ -24,6 +27,7 @@ import type { Capacity } from "../../src/journal/types.js";
 import { createApp, type ServedJournal } from "../../src/worker/app.js";
 import { checkTokens } from "../../src/worker/auth.js";
 import { PartitionedJournal, type PartitionNamespace } from "./partitioned-journal.js";
+import { StoreObjectClient, type StoreObjectNamespace } from "./store-client.js";
 
 export { JournalPartition } from "./partition.js";
 export { StoreObject } from "./store-object.js";
@@ -31,6 +35,8 @@ export { StoreObject } from "./store-object.js";
 /** The bindings and settings the isostore Worker reads. */
 export interface IsostoreWorkerEnv {
   readonly PARTITIONS: PartitionNamespace;
+  /** Optional: the `StoreObject` namespace the store routes use (no store routes without it). */
+  readonly STORES?: StoreObjectNamespace;
   readonly ASSETS?: { fetch(request: Request): Promise<Response> };
   readonly ISOSTORE_TOKENS?: string;
   readonly ISOSTORE_JOURNALS?: string;
@@ -75,11 +81,14 @@ export function appFromEnv(env: IsostoreWorkerEnv): { fetch(request: Request): R
     .map((origin) => origin.trim())
     .filter((origin) => origin !== "");
   const assets = env.ASSETS;
+  const storeObjects = env.STORES;
   return createApp({
     journals,
     auth: { tokens },
     corsOrigins,
     ...(assets ? { assets: (request: Request) => assets.fetch(request) } : {}),
+    // Asked per request (a client's stub belongs to the request that made it); any valid name is a store.
+    ...(storeObjects ? { stores: (name: string) => new StoreObjectClient(storeObjects, name) } : {}),
   });
 }
 

@@ -23,6 +23,7 @@
  *   gets its own result or error, in call order.
  */
 import {
+  checkAckBatch,
   checkAttempts,
   checkBatch,
   checkClaim,
@@ -36,8 +37,9 @@ import {
   checkQuarantine,
 } from "../journal/arguments.js";
 import { BackendError, InvalidArgumentError, JournalError } from "../journal/errors.js";
-import { checkCapacity, checkDeliveryId, checkJournalName, checkUsageEvent, createUsageEvent, parseConsumerId } from "../journal/event.js";
+import { checkCapacity, checkJournalName, checkUsageEvent, createUsageEvent, parseConsumerId } from "../journal/event.js";
 import type {
+  AckResult,
   AppendResult,
   Attempt,
   AuditPage,
@@ -128,9 +130,6 @@ export interface HttpJournalDescriptor {
   readonly capacity: Capacity;
   readonly mode: DeliveryMode;
 }
-
-/** Result of one delivery of {@link HttpJournal.ackBatch}. */
-export type AckResult = { readonly ok: true } | { readonly ok: false; readonly error: JournalError };
 
 interface Call {
   readonly method: "GET" | "POST";
@@ -336,7 +335,8 @@ export class HttpJournal implements UsageJournal {
   async appendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
     const checked = checkBatch(events);
     const valid = checked.filter((event): event is UsageEvent => !(event instanceof JournalError));
-    const sent = valid.length === 0 ? [] : await this.sendBatch(valid);
+    // Sent even when nothing in it is valid: the journal's batch still runs (its opportunistic pruning included).
+    const sent = await this.sendBatch(valid);
     let next = 0;
     return checked.map((event) => (event instanceof JournalError ? { status: "rejected", error: event } : sent[next++]!));
   }
@@ -352,10 +352,18 @@ export class HttpJournal implements UsageJournal {
    * order (a failed ack, e.g. `not_outstanding`, does not stop the others).
    */
   async ackBatch(deliveries: readonly DeliveryId[]): Promise<AckResult[]> {
-    if (!Array.isArray(deliveries) || deliveries.length < 1 || deliveries.length > 1000) throw new InvalidArgumentError("deliveries", "must be an array of 1 to 1000 delivery ids");
-    const checked = deliveries.map(checkDeliveryId);
-    const answer = (await this.send({ method: "POST", path: "/ack", body: { deliveries: checked }, idempotent: true })) as { results: ({ ok: true } | { ok: false; error: WireError })[] };
-    return answer.results.map((result) => (result.ok ? { ok: true } : { ok: false, error: decodeError(result.error) }));
+    const checked = checkAckBatch(deliveries);
+    const valid = checked.filter((delivery): delivery is DeliveryId => !(delivery instanceof JournalError));
+    let sent: AckResult[] = [];
+    if (valid.length > 0) {
+      const answer = (await this.send({ method: "POST", path: "/ack", body: { deliveries: valid }, idempotent: true })) as { results: ({ ok: true } | { ok: false; error: WireError })[] };
+      if (!Array.isArray(answer.results) || answer.results.length !== valid.length) {
+        throw new BackendError("the server answered an ack batch with the wrong number of results", { cause: new HttpError(200, "invalid_answer", "results") });
+      }
+      sent = answer.results.map((result) => (result.ok ? { ok: true } : { ok: false, error: decodeError(result.error) }));
+    }
+    let next = 0;
+    return checked.map((delivery) => (delivery instanceof JournalError ? { ok: false, error: delivery } : sent[next++]!));
   }
 
   async ack(delivery: DeliveryId): Promise<void> {

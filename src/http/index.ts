@@ -9,7 +9,6 @@
 export {
   HttpJournal,
   HttpError,
-  type AckResult,
   type BatchingOptions,
   type FetchLike,
   type HttpJournalDescriptor,

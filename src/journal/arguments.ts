@@ -59,6 +59,26 @@ export function checkBatch(events: readonly UsageEvent[]): (UsageEvent | Journal
   });
 }
 
+/** Most deliveries one `ackBatch` takes. */
+export const MAX_ACK_BATCH = 1000;
+
+/** The deliveries of an `ackBatch`: each checked delivery id, or the error that refuses it in place. */
+export function checkAckBatch(deliveries: readonly DeliveryId[]): (DeliveryId | JournalError)[] {
+  const list: unknown = deliveries;
+  if (!Array.isArray(list)) throw new InvalidArgumentError("deliveries", "must be an array of delivery ids");
+  if (deliveries.length > MAX_ACK_BATCH) {
+    throw new InvalidArgumentError("deliveries", `a batch holds at most ${MAX_ACK_BATCH} deliveries, got ${deliveries.length}`);
+  }
+  return deliveries.map((delivery): DeliveryId | JournalError => {
+    try {
+      return checkDeliveryId(delivery);
+    } catch (error) {
+      if (error instanceof JournalError) return error;
+      throw error;
+    }
+  });
+}
+
 /** The arguments of `claim`. */
 export function checkClaim(consumer: ConsumerId, options: ClaimOptions): { consumer: ConsumerId; maxEvents: number; leaseMs: number; now: number } {
   const id = parseConsumerId(consumer);

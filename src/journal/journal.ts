@@ -28,6 +28,7 @@ import {
   parseConsumerId,
 } from "./event.js";
 import {
+  checkAckBatch,
   checkAttempts,
   checkBatch,
   checkClaim,
@@ -50,6 +51,7 @@ import type {
   ClaimOptions,
   ConsumerId,
   Delivery,
+  AckResult,
   DeliveryId,
   DeliveryMode,
   ExtendOptions,
@@ -216,18 +218,44 @@ class EngineJournal implements UsageJournal {
     return { event, position, standing };
   }
 
+  /** The whole of one ack inside a transaction; refusals are thrown before anything is written. */
+  private async ackIn(work: Work, id: DeliveryId, now: number): Promise<void> {
+    const { event, position, standing } = await this.locate(work, id);
+    if (standing.kind === "finished") {
+      if (standing.row.status === "acked") return;
+      throw new NotOutstandingError(id, "an operator discarded the event");
+    }
+    if (standing.kind === "quarantined") throw new QuarantinedError(id);
+    if (standing.kind === "none" || standing.row.attempts === 0) throw new NotOutstandingError(id, "the event was never delivered to this consumer");
+    await work.ackUnfinished(id.consumer, event, position, standing.row, now);
+  }
+
   async ack(delivery: DeliveryId): Promise<void> {
     const id = checkDeliveryId(delivery);
     const now = this.clock();
-    await this.run("readwrite", async (work) => {
-      const { event, position, standing } = await this.locate(work, id);
-      if (standing.kind === "finished") {
-        if (standing.row.status === "acked") return;
-        throw new NotOutstandingError(id, "an operator discarded the event");
+    await this.run("readwrite", (work) => this.ackIn(work, id, now));
+  }
+
+  async ackBatch(deliveries: readonly DeliveryId[]): Promise<AckResult[]> {
+    const ids = checkAckBatch(deliveries);
+    const now = this.clock();
+    return this.run("readwrite", async (work) => {
+      const results: AckResult[] = [];
+      for (const id of ids) {
+        if (id instanceof JournalError) {
+          results.push({ ok: false, error: id });
+          continue;
+        }
+        try {
+          await this.ackIn(work, id, now);
+          results.push({ ok: true });
+        } catch (error) {
+          // A refusal wrote nothing (ackIn checks before it writes); an engine failure ends the whole batch.
+          if (!(error instanceof JournalError) || error.code === "backend") throw error;
+          results.push({ ok: false, error });
+        }
       }
-      if (standing.kind === "quarantined") throw new QuarantinedError(id);
-      if (standing.kind === "none" || standing.row.attempts === 0) throw new NotOutstandingError(id, "the event was never delivered to this consumer");
-      await work.ackUnfinished(id.consumer, event, position, standing.row, now);
+      return results;
     });
   }
 

@@ -79,6 +79,9 @@ export type AppendResult =
 /** Outcome of one event of an `appendBatch`. */
 export type BatchAppendResult = AppendResult | { readonly status: "rejected"; readonly error: JournalError };
 
+/** Outcome of one delivery of an `ackBatch`. */
+export type AckResult = { readonly ok: true } | { readonly ok: false; readonly error: JournalError };
+
 /** Why an event left the delivery path. */
 export type PoisonReason = "malformed" | "rejected" | "attempts_exhausted";
 
@@ -236,6 +239,12 @@ export interface UsageJournal {
   claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]>;
   /** Acknowledge a delivered event (idempotent). */
   ack(delivery: DeliveryId): Promise<void>;
+  /**
+   * Acknowledge up to 1000 deliveries in one transaction; one result per
+   * delivery, in order. Each is exactly `ack`: a refused one (e.g.
+   * `not_outstanding`) is reported in place and does not stop the others.
+   */
+  ackBatch(deliveries: readonly DeliveryId[]): Promise<AckResult[]>;
   /** Set a delivered event aside as poison (idempotent; keeps the first reason). */
   quarantine(delivery: DeliveryId, reason: PoisonReason): Promise<void>;
   /** Heartbeat: the current attempt of an unexpired lease runs until `now + leaseMs`. */

@@ -24,7 +24,7 @@ import {
   NotQuarantinedError,
   QuarantinedError,
 } from "./errors.js";
-import type { BatchAppendResult, Capacity, DeliveryId } from "./types.js";
+import type { AckResult, BatchAppendResult, Capacity, DeliveryId } from "./types.js";
 
 /** A journal error as plain data. */
 export interface WireError {
@@ -143,4 +143,15 @@ export function encodeBatch(results: readonly BatchAppendResult[]): WireBatchRes
 
 export function decodeBatch(results: readonly WireBatchResult[]): BatchAppendResult[] {
   return results.map((result) => (result.status === "rejected" ? { status: "rejected", error: decodeError(result.error) } : result));
+}
+
+/** Ack results with their errors as data. */
+export type WireAckResult = { readonly ok: true } | { readonly ok: false; readonly error: WireError };
+
+export function encodeAcks(results: readonly AckResult[]): WireAckResult[] {
+  return results.map((result) => (result.ok ? result : { ok: false, error: encodeError(result.error) }));
+}
+
+export function decodeAcks(results: readonly WireAckResult[]): AckResult[] {
+  return results.map((result) => (result.ok ? { ok: true } : { ok: false, error: decodeError(result.error) }));
 }

@@ -30,7 +30,7 @@
  *   while a batch is open.
  */
 import { MAX_LEASE_MS } from "../journal/journal.js";
-import type { BatchAppendResult, ConsumerId, Delivery, DeliveryId, UsageJournal } from "../journal/types.js";
+import type { AckResult, BatchAppendResult, ConsumerId, Delivery, DeliveryId, UsageJournal } from "../journal/types.js";
 import type { Scheduler } from "../storage/leaser.js";
 import type { BackoffPolicy } from "./backoff.js";
 import { describeError, isRetryable, SinkProtocolError, SinkTimeoutError } from "./errors.js";
@@ -135,16 +135,33 @@ export async function forwardBatch(context: BatchContext): Promise<BatchReport> 
   let retried = 0;
   let unsettled = 0;
   let failed = false;
-  await Promise.all(
-    deliveries.map(async (delivery, index) => {
-      const result = (results)[index];
-      if (result !== undefined && (result.status === "accepted" || result.status === "already_present")) {
-        if (await settle(context, "ack", delivery.id, () => context.source.ack(delivery.id))) {
-          forwarded += 1;
-          if (result.status === "already_present") alreadyPresent += 1;
-        } else unsettled += 1;
+  // What the sink holds is acknowledged in one call (one source transaction, not one per event).
+  const held = deliveries.filter((_, index) => {
+    const result = results[index];
+    return result !== undefined && (result.status === "accepted" || result.status === "already_present");
+  });
+  if (held.length > 0) {
+    let acked: AckResult[] | null = null;
+    try {
+      acked = await context.source.ackBatch(held.map((delivery) => delivery.id));
+    } catch (error) {
+      context.report({ phase: "ack", error, requestIds: held.map((delivery) => delivery.id.event) });
+    }
+    held.forEach((delivery, index) => {
+      const outcome = acked?.[index];
+      if (outcome?.ok) {
+        forwarded += 1;
+        if (results[deliveries.indexOf(delivery)]?.status === "already_present") alreadyPresent += 1;
         return;
       }
+      unsettled += 1;
+      if (outcome && !outcome.ok) context.report({ phase: "ack", error: outcome.error, requestIds: [delivery.id.event] });
+    });
+  }
+  await Promise.all(
+    deliveries.map(async (delivery, index) => {
+      const result = results[index];
+      if (result !== undefined && (result.status === "accepted" || result.status === "already_present")) return;
       const error: unknown = result !== undefined && result.status === "rejected" ? result.error : new SinkProtocolError(`unknown result ${describeResult(result)}`);
       if (!isRetryable(error)) {
         context.report({ phase: "append", error, requestIds: [delivery.id.event] });

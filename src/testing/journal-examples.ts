@@ -276,6 +276,32 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null }), "stats");
   });
 
+  example("ackBatch acknowledges many deliveries at once, each exactly as ack, refusals in place", {}, async ({ journal, time, t0, capacity }) => {
+    for (const n of [1, 2, 3]) await journal.append(usage(n, `user-${n}`, t0));
+    const [d1, d2, d3] = (await journal.claim(billing, lease(time))).map((delivery) => delivery.id);
+    await journal.quarantine(d3!, "malformed");
+    time.advance(10);
+    const never = { consumer: billing, event: rid(9), attempt: 1 };
+    const bad = { consumer: billing, event: "nope", attempt: 1 };
+    expectEqual(
+      await journal.ackBatch([d1!, d2!, d1!, d3!, never, bad]),
+      [
+        { ok: true },
+        { ok: true },
+        { ok: true },
+        { ok: false, error: quarantinedError(d3!) },
+        { ok: false, error: notOutstanding(never) },
+        { ok: false, error: invalidArgument("delivery.event") },
+      ],
+      "acked twice is still ok; the quarantined, the never delivered and the malformed are refused in place",
+    );
+    expectEqual(await journal.attempts(billing, rid(1)), [{ attempt: 1, claimedAt: t0, leaseExpiresAt: t0 + 1000, outcome: { kind: "acked", at: t0 + 10 } }], "acked once");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 1, oldestPendingAgeMs: null }), "stats");
+    expectEqual(await journal.ackBatch([]), [], "an empty batch");
+    await expectRejects(() => journal.ackBatch("nope" as unknown as DeliveryId[]), invalidArgument("deliveries"), "not an array");
+    await expectRejects(() => journal.ackBatch(new Array<DeliveryId>(1001).fill(d1!)), invalidArgument("deliveries"), "over 1000 deliveries");
+  });
+
   example("the recovery ack of an expired attempt is honoured after redelivery", { maxDeliveryAttempts: 3 }, async ({ journal, time, t0, capacity }) => {
     await journal.append(usage(1, "user-1", t0));
     const first = only(await journal.claim(billing, lease(time)), "first claim").id;

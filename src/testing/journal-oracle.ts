@@ -29,6 +29,7 @@ import {
 } from "../journal/errors.js";
 import { BILLING_GRADE, checkCapacity, checkDeliveryId, checkInteger, checkUsageEvent, isRequestId, isSameFact, parseConsumerId } from "../journal/event.js";
 import type {
+  AckResult,
   AppendResult,
   Attempt,
   AttemptOutcome,
@@ -407,6 +408,24 @@ export class JournalOracle implements UsageJournal {
       if (latest !== undefined && isInFlight(status, at)) latest.outcome = { kind: "acked", at };
       status.state = "acked";
     });
+  }
+
+  /** Section "ackBatch(deliveries)": each delivery exactly as `ack`, a refusal reported in its place. */
+  async ackBatch(deliveries: readonly DeliveryId[]): Promise<AckResult[]> {
+    const list: unknown = deliveries;
+    if (!Array.isArray(list)) throw new InvalidArgumentError("deliveries", "must be an array of delivery ids");
+    if (deliveries.length > 1000) throw new InvalidArgumentError("deliveries", "a batch holds at most 1000 deliveries");
+    const results: AckResult[] = [];
+    for (const delivery of deliveries) {
+      try {
+        await this.ack(delivery);
+        results.push({ ok: true });
+      } catch (error) {
+        if (!(error instanceof JournalError)) throw error;
+        results.push({ ok: false, error });
+      }
+    }
+    return results;
   }
 
   /** Section "quarantine(delivery, reason)". */

@@ -2,14 +2,14 @@
  * `createApp`: the HTTP API over any `UsageJournal` (docs/http-api.md).
  *
  * The order every request goes through, so that bad input changes nothing:
- * CORS preflight -> body size cap (413, before parsing) -> JSON content type
+ * CORS preflight -> body size cap (413, before parsing; blob uploads stream) -> JSON content type
  * for bodies (415) -> bearer auth (401, health is the only open route) ->
  * route match (404/405) -> zod validation of params, query and body (400) ->
  * scope check (403) -> the journal call. Journal errors keep their code and
  * become statuses in one place (`./errors.ts`).
  */
 import { OpenAPIHono, createRoute, type z } from "@hono/zod-openapi";
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { HTTPException } from "hono/http-exception";
@@ -19,6 +19,8 @@ import { encodeBatch, encodeError } from "../journal/wire.js";
 import { TokenMatcher, mayAppend, type Principal, type TokenConfig } from "./auth.js";
 import { ApiError, errorAnswer } from "./errors.js";
 import * as s from "./schemas.js";
+import { MAX_STORE_BODY_BYTES, registerStoreRoutes, storeBodyKind } from "./store-routes.js";
+import type { StoreTable } from "./stores.js";
 
 /** A journal the app serves, with the consumers an operator may pick from. */
 export interface ServedJournal {
@@ -60,6 +62,13 @@ export interface AppOptions {
    * adds the UI's security headers (strict CSP, no framing, no sniffing).
    */
   readonly assets?: (request: Request) => Promise<Response> | Response;
+  /**
+   * The stores served under `/v1/stores/{store}` (ledger, KV, blobs, ordered
+   * index; see `./store-routes.ts`), by name: a function asked per request
+   * (e.g. a Durable Object client per store) or a record. No store routes
+   * without it.
+   */
+  readonly stores?: StoreTable;
 }
 
 /** The Hono environment of the app's handlers. */
@@ -162,7 +171,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       "/v1/*",
       cors({
         origin: origins.includes("*") ? "*" : origins,
-        allowMethods: ["GET", "POST", "OPTIONS"],
+        allowMethods: ["GET", "POST", "PUT", "DELETE", "OPTIONS"],
         allowHeaders: ["authorization", "content-type"],
         exposeHeaders: ["retry-after"],
         maxAge: 600,
@@ -176,20 +185,28 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     c.res.headers.set("cache-control", "no-store");
   });
 
-  app.use(
-    "/v1/*",
+  const limitOf = (maxSize: number) =>
     bodyLimit({
-      maxSize: maxBodyBytes,
+      maxSize,
       onError: () => {
-        throw new ApiError("payload_too_large", `the body is over ${maxBodyBytes} bytes`);
+        throw new ApiError("payload_too_large", `the body is over ${maxSize} bytes`);
       },
-    }),
-  );
+    });
+  const jsonLimit = limitOf(maxBodyBytes);
+  const storeLimit = limitOf(Math.max(maxBodyBytes, MAX_STORE_BODY_BYTES));
+  // Store routes take base64 payloads of up to 1 MiB; blob uploads stream (the store bounds them).
+  const limitByRoute: MiddlewareHandler<AppEnv> = (c, next) => {
+    const kind = storeBodyKind(c.req.method, c.req.path);
+    return kind === "blob" ? next() : kind === "store" ? storeLimit(c, next) : jsonLimit(c, next);
+  };
+  app.use("/v1/*", limitByRoute);
 
   app.use("/v1/*", async (c, next) => {
-    if (c.req.method === "POST") {
+    if (c.req.method === "POST" || c.req.method === "PUT") {
       const type = (c.req.header("content-type") ?? "").split(";")[0]!.trim();
-      if (!JSON_TYPE.test(type)) throw new ApiError("unsupported_media_type", "send the body as application/json");
+      if (storeBodyKind(c.req.method, c.req.path) === "blob") {
+        if (type.toLowerCase() !== "application/octet-stream") throw new ApiError("unsupported_media_type", "send the blob as application/octet-stream");
+      } else if (!JSON_TYPE.test(type)) throw new ApiError("unsupported_media_type", "send the body as application/json");
     }
     if (c.req.path === "/v1/health") return next();
     const header = c.req.header("authorization") ?? "";
@@ -387,19 +404,10 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       need(c, "consume");
       const { journal } = c.req.valid("param");
       const { deliveries } = c.req.valid("json");
-      const target = journalOf(c, journal).journal;
-      const results: ({ ok: true } | { ok: false; error: ReturnType<typeof encodeError> })[] = [];
-      for (const delivery of deliveries) {
-        try {
-          await target.ack(delivery as never);
-          results.push({ ok: true });
-        } catch (error) {
-          const wire = encodeError(error);
-          // A backend failure fails the whole request (retryable), so no ack is reported lost.
-          if (wire.code === "backend") throw error;
-          results.push({ ok: false, error: wire });
-        }
-      }
+      // One journal call (one transaction per partition): a refused ack is reported in place; a backend
+      // failure fails the whole request (503, retryable), so no ack is reported lost.
+      const acked = await journalOf(c, journal).journal.ackBatch(deliveries as never);
+      const results = acked.map((result) => (result.ok ? result : { ok: false, error: encodeError(result.error) }));
       return c.json({ results } as never, 200);
     },
   );
@@ -703,6 +711,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       return c.json((await journalOf(c, journal).journal.prune({ now: now ?? clock(), ...(limit === undefined ? {} : { limit }) })) as never, 200);
     },
   );
+
+  if (options.stores !== undefined) registerStoreRoutes(app, { stores: options.stores, remember, errors, security });
 
   if (options.assets) {
     app.get("*", (c) => serveAsset(c.req.raw));

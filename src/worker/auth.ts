@@ -4,7 +4,9 @@
  * A token has a name (the `actor` recorded in the audit log) and scopes:
  * - `append:*` or `append:<namespace>`: append events of any / that namespace;
  * - `consume`: claim, ack, nack, extend, quarantine, stats, attempts;
- * - `operate`: review and resolve quarantined events, audit, prune (and stats, attempts).
+ * - `operate`: review and resolve quarantined events, audit, prune (and stats, attempts);
+ * - `store:*` or `store:<store>`: every store route of any / that store (ledger,
+ *   KV, blobs, ordered index; `<store>` in the storage name grammar).
  *
  * Presented tokens are compared in constant time: both sides are hashed with
  * SHA-256 first (so lengths never leak), and every configured token is
@@ -14,7 +16,7 @@ import { InvalidArgumentError } from "../journal/errors.js";
 import { sha256 } from "../storage/web.js";
 
 /** A scope a token may hold. */
-export type Scope = "consume" | "operate" | `append:${string}`;
+export type Scope = "consume" | "operate" | `append:${string}` | `store:${string}`;
 
 /** One configured token. */
 export interface TokenConfig {
@@ -31,7 +33,8 @@ export interface Principal {
   readonly scopes: ReadonlySet<string>;
 }
 
-const SCOPE = /^(consume|operate|append:(\*|[^\s]{1,256}))$/;
+/** `store:<store>` takes a storage name (at most 512 bytes: segments `[a-z0-9][a-z0-9_.-]*` joined by `/`). */
+const SCOPE = /^(consume|operate|append:(\*|[^\s]{1,256})|store:(\*|(?=[a-z0-9_./-]{1,512}$)[a-z0-9][a-z0-9_.-]*(\/[a-z0-9][a-z0-9_.-]*)*))$/;
 
 /**
  * Check token configuration (e.g. parsed from the `ISOSTORE_TOKENS` secret)
@@ -54,7 +57,7 @@ export function checkTokens(tokens: unknown): readonly TokenConfig[] {
       if (seen.has(token)) throw new InvalidArgumentError(`${where}.token`, "is configured twice");
       seen.add(token);
       if (!Array.isArray(scopes) || !scopes.every((scope) => typeof scope === "string" && SCOPE.test(scope))) {
-        throw new InvalidArgumentError(`${where}.scopes`, "must list scopes among `consume`, `operate`, `append:*`, `append:<namespace>`");
+        throw new InvalidArgumentError(`${where}.scopes`, "must list scopes among `consume`, `operate`, `append:*`, `append:<namespace>`, `store:*`, `store:<store>`");
       }
       return Object.freeze({ name, token, scopes: Object.freeze((scopes as string[]).slice() as Scope[]) });
     }),
@@ -86,6 +89,11 @@ export class TokenMatcher {
     }
     return found;
   }
+}
+
+/** Whether `principal` may use the store routes of store `store` (`store:*` or `store:<store>`). */
+export function mayUseStore(principal: Principal, store: string): boolean {
+  return principal.scopes.has("store:*") || principal.scopes.has(`store:${store}`);
 }
 
 /** Whether `principal` may append events of `namespace`. */

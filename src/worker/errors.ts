@@ -5,9 +5,14 @@
  * A journal error keeps its code, class name and spec fields (the wire form
  * of `src/journal/wire.ts`), so `HttpJournal` rebuilds the same typed error;
  * errors of the HTTP layer itself (auth, routing, body) are {@link ApiError}s.
+ * A storage error (the store routes) keeps its code, class name and spec
+ * fields the same way (`./stores.ts`), so a client rebuilds the same class.
  */
 import { JournalError, type JournalErrorCode } from "../journal/errors.js";
 import { encodeError } from "../journal/wire.js";
+import { StorageError } from "../storage/errors.js";
+import type { OrderedErrorCode } from "../storage/ordered/errors.js";
+import { encodeStorageError, storageRetryable } from "./stores.js";
 
 /** Codes of errors that belong to the HTTP layer, not to a journal. */
 export type ApiErrorCode =
@@ -17,33 +22,80 @@ export type ApiErrorCode =
   | "forbidden"
   | "not_found"
   | "unknown_journal"
+  | "unknown_store"
   | "method_not_allowed"
   | "payload_too_large"
   | "unsupported_media_type"
   | "internal";
 
-/** Status of every code, journal and HTTP: the single mapping of the API. */
-export const STATUS_OF: Readonly<Record<JournalErrorCode | ApiErrorCode, number>> = Object.freeze({
+/** Codes of the storage primitives' errors (`src/storage/errors.ts`, `src/storage/ordered/errors.ts`). */
+export type StorageErrorCode =
+  | OrderedErrorCode
+  | "invalid_name"
+  | "invalid_argument"
+  | "backend"
+  | "aborted"
+  | "conflict"
+  | "ambiguous"
+  | "append_verify_failed"
+  | "record_not_found"
+  | "lease_held"
+  | "lease_lost"
+  | "key_not_found"
+  | "revision_conflict"
+  | "blob_conflict"
+  | "blob_not_found"
+  | "incomplete_composite";
+
+/** Status of every code, journal, storage and HTTP: the single mapping of the API. */
+export const STATUS_OF: Readonly<Record<JournalErrorCode | StorageErrorCode | ApiErrorCode, number>> = Object.freeze({
   invalid_request: 400,
   invalid_json: 400,
   invalid_event: 400,
   invalid_consumer_id: 400,
   invalid_argument: 400,
+  invalid_name: 400,
+  invalid_due: 400,
+  invalid_rank: 400,
+  invalid_ordered_cursor: 400,
+  invalid_ordered_limit: 400,
+  invalid_stable_key: 400,
+  ordered_value_too_large: 400,
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,
   unknown_journal: 404,
   not_outstanding: 404,
   not_quarantined: 404,
+  unknown_store: 404,
+  record_not_found: 404,
+  key_not_found: 404,
+  blob_not_found: 404,
+  ordered_record_not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
   quarantined: 409,
   already_acknowledged: 409,
+  revision_conflict: 409,
+  blob_conflict: 409,
+  ordered_revision_conflict: 409,
+  ordered_deleted: 409,
+  ordered_revision_exhausted: 409,
+  lease_held: 409,
+  lease_lost: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   at_capacity: 503,
   backend: 503,
   internal: 500,
+  // A stored row that fails its checks, a store without the primitive asked for, an abort: server faults.
+  invalid_ordered_record: 500,
+  incomplete_composite: 500,
+  aborted: 500,
+  // A networked store's mutation whose acknowledgement was lost: the outcome is unknown (not retryable blindly).
+  ambiguous: 504,
+  ordered_ambiguous: 504,
+  append_verify_failed: 504,
 });
 
 /** Seconds a client is told to wait (`Retry-After`) before retrying a 503. */
@@ -87,6 +139,15 @@ export function errorAnswer(error: unknown): { status: number; headers: Record<s
     const status = error.code === "backend" && !error.retryable ? 500 : STATUS_OF[error.code];
     const headers: Record<string, string> = status === 503 ? { "retry-after": String(RETRY_AFTER_SECONDS) } : {};
     return { status, headers, body: { error: { code: wire.code, message: wire.message, retryable: wire.retryable, name: wire.name, fields: wire.fields } } };
+  }
+  if (error instanceof StorageError) {
+    const wire = encodeStorageError(error);
+    const retryable = storageRetryable(error);
+    const known = (STATUS_OF as Readonly<Record<string, number>>)[error.code] ?? 500;
+    // As for journals: a backend failure that will not go away by itself is a 500; a retryable one a 503 with Retry-After.
+    const status = error.code === "backend" && !retryable ? 500 : known;
+    const headers: Record<string, string> = status === 503 ? { "retry-after": String(RETRY_AFTER_SECONDS) } : {};
+    return { status, headers, body: { error: { code: wire.code, message: wire.message, retryable, name: wire.type, fields: wire.fields } } };
   }
   return {
     status: 500,

@@ -3,7 +3,9 @@
  * the isostore Worker and for your own.
  *
  * - {@link createApp}: the `/v1` JSON API (docs/http-api.md), validated by zod
- *   schemas that are also its OpenAPI document, with bearer-token scopes.
+ *   schemas that are also its OpenAPI document, with bearer-token scopes;
+ *   with `stores`, also the store routes (`/v1/stores/{store}/...`) over any
+ *   {@link RemoteStore}.
  *
  * @example
  * import { createApp } from "isostore/worker";
@@ -11,9 +13,22 @@
  * export default { fetch: app.fetch };
  */
 export { createApp, type AppEnv, type AppOptions, type ServedJournal } from "./app.js";
-export { checkTokens, TokenMatcher, type Principal, type Scope, type TokenConfig } from "./auth.js";
-export { ApiError, STATUS_OF, RETRY_AFTER_SECONDS, errorAnswer, type ApiErrorCode, type ErrorBody } from "./errors.js";
+export { checkTokens, mayUseStore, TokenMatcher, type Principal, type Scope, type TokenConfig } from "./auth.js";
+export { ApiError, STATUS_OF, RETRY_AFTER_SECONDS, errorAnswer, type ApiErrorCode, type ErrorBody, type StorageErrorCode } from "./errors.js";
 export { MAX_ACK_BATCH, MAX_BULK } from "./schemas.js";
+export {
+  base64Length,
+  decodeBase64,
+  decodeStorageError,
+  encodeBase64,
+  encodeStorageError,
+  resolveStore,
+  type RemoteStore,
+  type StorageWireError,
+  type StoreTable,
+} from "./stores.js";
+export { MAX_STORE_BODY_BYTES } from "./store-routes.js";
+export { MAX_LEDGER_PAGE_BYTES, MAX_LEDGER_PAGE_RECORDS } from "./store-schemas.js";
 export {
   usageJournal,
   type ReportedUsage,

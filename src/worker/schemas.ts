@@ -109,7 +109,7 @@ const AppendResultSchema = z.object({ status: z.enum(["accepted", "already_prese
 export const AppendBodySchema = z.strictObject({ event: ObservedRecordSchema });
 export const AppendAnswerSchema = z.object({ result: AppendResultSchema });
 
-export const AppendBatchBodySchema = z.strictObject({ events: z.array(ObservedRecordSchema).min(1).max(MAX_BATCH_EVENTS) });
+export const AppendBatchBodySchema = z.strictObject({ events: z.array(ObservedRecordSchema).max(MAX_BATCH_EVENTS) });
 export const AppendBatchAnswerSchema = z.object({
   results: z.array(z.union([AppendResultSchema, z.object({ status: z.literal("rejected"), error: WireErrorSchema })])),
 });

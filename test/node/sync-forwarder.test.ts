@@ -273,6 +273,13 @@ function flakySource(inner: UsageJournal, failures: { ack: number; nack: number;
       }
       return inner.ack(id);
     },
+    ackBatch: async (ids: readonly DeliveryId[]) => {
+      if (failures.ack > 0) {
+        failures.ack -= 1;
+        throw boom("ack");
+      }
+      return inner.ackBatch(ids);
+    },
     nack: async (id, options) => {
       if (failures.nack > 0) {
         failures.nack -= 1;

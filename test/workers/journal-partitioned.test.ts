@@ -35,14 +35,14 @@ describe("partitioned journal, P = 1", () => {
  * values depend on what a partitioned journal does per partition by design
  * (see `adapters/durable-objects/partitioned-journal.ts`, "Where P > 1
  * differs"). The model-based case is one of them: the reference model
- * numbers positions, audit entries and capacity journal-wide. Per-key order,
- * one in flight per key and "nothing accepted is lost" across partitions are
- * checked in `partitioned.test.ts` instead.
+ * numbers positions, audit entries and capacity journal-wide; its
+ * partition-aware counterpart (P reference models behind the same routing) is
+ * `partitioned-model.test.ts`. Per-key order, one in flight per key, "nothing
+ * accepted is lost" and request-id conflicts across partitions are checked in
+ * `partitioned.test.ts`.
  */
 const PER_PARTITION_BY_DESIGN: Record<string, string> = {
   "random operation sequences agree with the reference model": "positions, audit seq and capacity are per partition",
-  "a different record under the same request id is a conflict and changes nothing": "the conflicting record has another subject, so another partition",
-  "a refused append changes nothing, not even the pruning it would have done": "the conflicting record has another subject, so another partition",
   "extend keeps a long delivery leased; a stale attempt cannot extend": "a claim of 1 takes from the partition whose turn it is, not the first position",
   "operator actions are in the audit log": "audit seq is per partition",
   "listQuarantined pages with cursors and filters by request id, ordering key and reason": "positions and cursors are per partition",

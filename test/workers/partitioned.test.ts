@@ -9,7 +9,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { DurableObjectEngineError, PartitionedJournal, type PartitionNamespace } from "../../adapters/durable-objects/index.js";
-import { BackendError, createUsageEvent, parseConsumerId, type Capacity, type UsageEvent } from "../../src/index.js";
+import { ID_SETTLE_MS } from "../../adapters/durable-objects/partition.js";
+import { BackendError, createUsageEvent, parseConsumerId, type Capacity, type JsonValue, type UsageEvent } from "../../src/index.js";
+import { virtualClock } from "../../src/testing/index.js";
 
 const T0 = 1_700_000_000_000;
 const billing = parseConsumerId("billing");
@@ -20,8 +22,30 @@ function rid(n: number): string {
   return `0190c000-0000-7000-8000-${n.toString(16).padStart(12, "0")}`;
 }
 
-function usage(n: number, subject: string, observedAt = T0): UsageEvent {
-  return createUsageEvent({ record: { requestId: rid(n), namespace: "acme", subject, data: { units: n } }, observedAt });
+function usage(n: number, subject: string, observedAt = T0, data: JsonValue = { units: n }): UsageEvent {
+  return createUsageEvent({ record: { requestId: rid(n), namespace: "acme", subject, data }, observedAt });
+}
+
+/** Matches an `EventConflictError` (for `key` when given). */
+function conflictOf(key?: string): unknown {
+  return expect.objectContaining(key === undefined ? { name: "EventConflictError", code: "conflict" } : { name: "EventConflictError", code: "conflict", key });
+}
+
+/** Partition `p` of `journal` as a raw stub, with the config a PartitionedJournal sends it. */
+function partitionStub(journal: PartitionedJournal, p: number, capacity: Capacity = ROOMY) {
+  const stub = env.PARTITIONS.get(env.PARTITIONS.idFromName(journal.objectName(p)));
+  return { stub, config: { journal: journal.name, partitions: journal.partitions, partition: p, capacity } };
+}
+
+/** What every partition stores, as a consumer that never claims sees it (pending = stored events), plus its audit log. */
+async function perPartition(journal: PartitionedJournal, now: number): Promise<unknown[]> {
+  const auditor = parseConsumerId("auditor");
+  return Promise.all(
+    Array.from({ length: journal.partitions }, async (_, p) => {
+      const { stub, config } = partitionStub(journal, p);
+      return [await stub.stats(config, now, auditor), await stub.stats(config, now, billing)];
+    }),
+  );
 }
 
 /** A journal on fresh objects, and a way to open more instances (other workers) over the same ones. */
@@ -153,6 +177,33 @@ describe("partitioned journal", () => {
     await expect(journal.listQuarantined(billing, { after: "q1.3" })).rejects.toMatchObject({ code: "invalid_argument", argument: "after" });
   });
 
+  it("pages listQuarantined newest first across partitions, with cursors of that order", async () => {
+    const time = virtualClock(T0);
+    const { journal } = fresh(4, ROOMY, time.clock);
+    const subjects = subjectsByPartition(journal, 1).flat();
+    await journal.appendBatch(subjects.map((subject, i) => usage(i + 1, subject)));
+    const deliveries = await journal.claim(billing, { maxEvents: 100, leaseMs: 60_000, now: time.now });
+    const order: string[] = [];
+    for (const delivery of deliveries) {
+      time.advance(10);
+      await journal.quarantine(delivery.id, "malformed");
+      order.push(delivery.id.event);
+    }
+    const seen: string[] = [];
+    let after: string | null = null;
+    do {
+      const page: Awaited<ReturnType<PartitionedJournal["listQuarantined"]>> = await journal.listQuarantined(billing, { order: "newest", limit: 3, after });
+      seen.push(...page.items.map((item) => item.event.id));
+      after = page.nextCursor;
+      if (after !== null) expect(after.startsWith("qpn1.")).toBe(true);
+    } while (after !== null && seen.length < 10);
+    expect(seen).toEqual([...order].reverse());
+    expect((await journal.listQuarantined(billing, { order: "oldest" })).items.map((item) => item.event.id)).toEqual(order);
+    const oldestCursor = (await journal.listQuarantined(billing, { limit: 1 })).nextCursor;
+    await expect(journal.listQuarantined(billing, { order: "newest", after: oldestCursor })).rejects.toMatchObject({ code: "invalid_argument", argument: "after" });
+    await expect(journal.listQuarantined(billing, { order: "sideways" as "newest" })).rejects.toMatchObject({ code: "invalid_argument", argument: "order" });
+  });
+
   it("applies capacity per partition", async () => {
     const { journal } = fresh(4, { ...ROOMY, maxEvents: 1 });
     const byPartition = subjectsByPartition(journal, 2);
@@ -175,6 +226,143 @@ describe("partitioned journal", () => {
       handed.push(delivery!.event.orderingKey.subject);
     }
     expect(handed.sort()).toEqual([...subjects].sort());
+  });
+
+  describe("a request id is one event across partitions", () => {
+    /** Two subjects in different partitions, the id's home being neither's partition when possible. */
+    function twoSubjects(journal: PartitionedJournal): [string, string] {
+      const [a, b] = subjectsByPartition(journal, 1).slice(0, 2).flat();
+      return [a!, b!];
+    }
+
+    it("refuses a different record under a known id in another partition, and changes nothing", async () => {
+      const { journal, open } = fresh(4);
+      const [s1, s2] = twoSubjects(journal);
+      expect(journal.partitionOf("acme", s1)).not.toBe(journal.partitionOf("acme", s2));
+      expect(await journal.append(usage(1, s1))).toEqual({ status: "accepted", position: 1 });
+      const before = await perPartition(journal, T0);
+      await expect(journal.append(usage(1, s2))).rejects.toMatchObject({ name: "EventConflictError", code: "conflict", key: rid(1) });
+      await expect(journal.append(usage(1, s2, T0 + 9, { units: 999 }))).rejects.toMatchObject({ code: "conflict", key: rid(1) });
+      await expect(open().append(usage(1, s2))).rejects.toMatchObject({ code: "conflict", key: rid(1) });
+      expect(await perPartition(journal, T0)).toEqual(before);
+      expect(await journal.append(usage(1, s1, T0 + 5))).toEqual({ status: "already_present", position: 1 });
+      expect(await open().append(usage(1, s1))).toEqual({ status: "already_present", position: 1 });
+      expect(await journal.stats(billing)).toMatchObject({ pending: 1 });
+      const [only] = await journal.claim(billing, { maxEvents: 10, leaseMs: 1000, now: T0 });
+      expect(only?.event).toEqual(usage(1, s1));
+    });
+
+    it("refuses it within a batch and between batches, keeping the input order of the outcomes", async () => {
+      const { journal } = fresh(4);
+      const [s1, s2] = twoSubjects(journal);
+      expect(await journal.appendBatch([usage(1, s1), usage(1, s2), usage(2, s2), usage(1, s1), usage(2, s1)])).toEqual([
+        { status: "accepted", position: 1 },
+        { status: "rejected", error: conflictOf(rid(1)) },
+        { status: "accepted", position: 1 },
+        { status: "already_present", position: 1 },
+        { status: "rejected", error: conflictOf(rid(2)) },
+      ]);
+      const before = await perPartition(journal, T0);
+      expect(await journal.appendBatch([usage(2, s1), usage(3, s1), usage(1, s2), usage(2, s2)])).toEqual([
+        { status: "rejected", error: conflictOf(rid(2)) },
+        { status: "accepted", position: 2 },
+        { status: "rejected", error: conflictOf(rid(1)) },
+        { status: "already_present", position: 1 },
+      ]);
+      const after = (await perPartition(journal, T0)) as [{ value: { pending: number } }][];
+      expect(after.reduce((sum, [auditor]) => sum + auditor.value.pending, 0)).toBe(3);
+      expect((before as [{ value: { pending: number } }][]).reduce((sum, [auditor]) => sum + auditor.value.pending, 0)).toBe(2);
+      await expect(journal.append(usage(3, s2))).rejects.toMatchObject({ code: "conflict", key: rid(3) });
+    });
+
+    it("still refuses it from a new instance over the same objects (the registry is stored)", async () => {
+      const { journal, open } = fresh(4);
+      const [s1, s2] = twoSubjects(journal);
+      await journal.appendBatch([usage(1, s1), usage(2, s2)]);
+      const reopened = open();
+      await expect(reopened.append(usage(1, s2))).rejects.toMatchObject({ code: "conflict", key: rid(1) });
+      expect(await reopened.appendBatch([usage(2, s1), usage(2, s2)])).toEqual([
+        { status: "rejected", error: conflictOf() },
+        { status: "already_present", position: 1 },
+      ]);
+    });
+
+    it("forgets an id only once its event is gone: an unacknowledged event keeps it, a pruned one frees it", async () => {
+      const time = virtualClock(T0);
+      const capacity: Capacity = { ...ROOMY, retainAcknowledgedMs: 1000 };
+      const { journal } = fresh(4, capacity, time.clock);
+      const [s1, s2] = twoSubjects(journal);
+      await journal.append(usage(1, s1));
+      await journal.append(usage(2, s1));
+      const [first] = await journal.claim(billing, { maxEvents: 1, leaseMs: 1000, now: time.now });
+      expect(first?.id.event).toBe(rid(1));
+      await journal.ack(first!.id);
+      time.advance(ID_SETTLE_MS + 1000);
+      expect(await journal.prune({ now: time.now })).toEqual({ pruned: 1 });
+      await expect(journal.append(usage(2, s2))).rejects.toMatchObject({ code: "conflict", key: rid(2) });
+      expect(await journal.append(usage(1, s2))).toMatchObject({ status: "accepted" });
+      await expect(journal.append(usage(1, s1))).rejects.toMatchObject({ code: "conflict", key: rid(1) });
+      // What the registries hold now: the new reservation of 1 and the one of 2 (event 2 still stored).
+      const held = await Promise.all(
+        Array.from({ length: 4 }, async (_, p) => {
+          const { stub, config } = partitionStub(journal, p, capacity);
+          const due = await stub.registryDue(config, time.now + 1_000_000_000, 1000);
+          return due.ok ? due.value.map((entry) => `${entry.requestId}@${entry.subject}`) : [];
+        }),
+      );
+      expect(held.flat().sort()).toEqual([`${rid(1)}@${s2}`, `${rid(2)}@${s1}`]);
+    });
+
+    it("an append verifies due entries of its id home on the way (no prune call needed)", async () => {
+      const time = virtualClock(T0);
+      const capacity: Capacity = { ...ROOMY, retainAcknowledgedMs: 0 };
+      const { journal } = fresh(4, capacity, time.clock);
+      const [s1] = twoSubjects(journal);
+      await journal.append(usage(1, s1));
+      await journal.ack((await journal.claim(billing, { maxEvents: 1, leaseMs: 1000, now: time.now }))[0]!.id);
+      const keyPartition = partitionStub(journal, journal.partitionOf("acme", s1), capacity);
+      expect(await keyPartition.stub.prune(keyPartition.config, time.now, { now: time.now })).toEqual({ ok: true, value: { pruned: 1 } });
+      const home = partitionStub(journal, journal.idHomeOf(rid(1)), capacity);
+      const registered = async () => {
+        const due = await home.stub.registryDue(home.config, time.now + 1_000_000_000, 1000);
+        return due.ok ? due.value.map((entry) => entry.requestId) : [];
+      };
+      expect(await registered()).toEqual([rid(1)]);
+      time.advance(ID_SETTLE_MS);
+      let other = 2;
+      while (journal.idHomeOf(rid(other)) !== journal.idHomeOf(rid(1))) other++;
+      expect(await journal.append(usage(other, s1))).toMatchObject({ status: "accepted" });
+      expect(await registered()).toEqual([rid(other)]);
+    });
+
+    it("takes over a settled reservation whose event its partition no longer holds (without a registry sweep)", async () => {
+      const time = virtualClock(T0);
+      const capacity: Capacity = { ...ROOMY, retainAcknowledgedMs: 0 };
+      const { journal } = fresh(4, capacity, time.clock);
+      const [s1, s2] = twoSubjects(journal);
+      await journal.append(usage(1, s1));
+      await journal.ack((await journal.claim(billing, { maxEvents: 1, leaseMs: 1000, now: time.now }))[0]!.id);
+      const { stub, config } = partitionStub(journal, journal.partitionOf("acme", s1), capacity);
+      expect(await stub.prune(config, time.now, { now: time.now })).toEqual({ ok: true, value: { pruned: 1 } });
+      await expect(journal.append(usage(1, s2))).rejects.toMatchObject({ code: "conflict" }); // not settled yet
+      time.advance(ID_SETTLE_MS);
+      expect(await journal.append(usage(1, s2))).toMatchObject({ status: "accepted" });
+      await expect(journal.appendBatch([usage(1, s1)])).resolves.toEqual([{ status: "rejected", error: conflictOf() }]);
+    });
+
+    it("keeps the reservation of an append its partition refused (at_capacity): the same record goes through later, another is a conflict", async () => {
+      const time = virtualClock(T0);
+      const capacity: Capacity = { ...ROOMY, maxEvents: 1 };
+      const { journal } = fresh(4, capacity, time.clock);
+      const byPartition = subjectsByPartition(journal, 2);
+      const [a1, a2] = byPartition[0]!;
+      const [b1] = byPartition[1]!;
+      await journal.append(usage(1, a1!));
+      await expect(journal.append(usage(2, a2!))).rejects.toMatchObject({ code: "at_capacity" });
+      await expect(journal.append(usage(2, b1!))).rejects.toMatchObject({ code: "conflict", key: rid(2) });
+      await journal.ack((await journal.claim(billing, { maxEvents: 1, leaseMs: 1000, now: time.now }))[0]!.id);
+      expect(await journal.append(usage(2, a2!))).toEqual({ status: "accepted", position: 2 });
+    });
   });
 
   it("reports a failing object as a typed, retryable backend error and recreates the stub", async () => {

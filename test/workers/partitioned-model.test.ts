@@ -1,0 +1,485 @@
+/**
+ * Random operation sequences against `PartitionedJournal` with P = 4 and a
+ * partition-aware reference model, over real `JournalPartition` objects.
+ *
+ * The model is P instances of the reference model (`JournalOracle`), one per
+ * partition, with events routed by the same hash (`partitionOf`), plus what a
+ * partitioned journal adds on top of them:
+ * - the id registry: a request id already reserved with another fact is a
+ *   conflict, whatever partition its key is in (the run stays far inside
+ *   `ID_SETTLE_MS`, so no reservation is forgotten during a sequence; that
+ *   forgetting is covered by examples in `partitioned.test.ts`);
+ * - the claim fan-out, replayed call for call (the share of each partition per
+ *   round, from a start that rotates with every claim of an instance), and the
+ *   merge by `observedAt`, then request id;
+ * - routing by request id: a delivery or operator action goes to the partition
+ *   that stores its event, and is `not_outstanding` / `not_quarantined` / `[]`
+ *   when none does;
+ * - merged reads: stats summed (largest `oldestPendingAgeMs`), quarantine
+ *   listings and the audit log as the union of the partitions'.
+ *
+ * So append outcomes (status and position within the partition), claim
+ * results, ack / nack / extend / quarantine outcomes and error codes, summed
+ * stats, quarantined sets, release / discard and prune are all compared
+ * exactly; one in flight per key is checked on every claim too. The clock is
+ * virtual and shared by both sides. "reopen" is a new PartitionedJournal over
+ * the same objects (its claim rotation starts over; the model's too).
+ *
+ * A few dozen sequences by default (about ten seconds); `VITE_SOAK=1` runs
+ * 200 longer ones.
+ */
+import { env } from "cloudflare:workers";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { PartitionedJournal, partitionOf } from "../../adapters/durable-objects/index.js";
+import { ID_SETTLE_MS } from "../../adapters/durable-objects/partition.js";
+import {
+  canonicalJson,
+  createUsageEvent,
+  EventConflictError,
+  NotOutstandingError,
+  NotQuarantinedError,
+  parseConsumerId,
+  type AuditEntry,
+  type BatchAppendResult,
+  type Capacity,
+  type ClaimOptions,
+  type ConsumerId,
+  type Delivery,
+  type DeliveryId,
+  type JournalError,
+  type JournalStats,
+  type PoisonReason,
+  type QuarantinedEvent,
+  type UsageEvent,
+  type UsageJournal,
+} from "../../src/index.js";
+import { JournalOracle, virtualClock, type VirtualClock } from "../../src/testing/index.js";
+import { render, renderOutcome, sameOutcome, settle, type Outcome } from "../../src/testing/compare.js";
+
+const P = 4;
+const T0 = 1_700_000_000_000;
+/**
+ * Soak mode. workerd shows the test no process environment, so `SOAK=1` alone
+ * does not reach it; Vite passes `VITE_`-prefixed variables through
+ * `import.meta.env`: run with `VITE_SOAK=1` (either is honoured).
+ */
+const SOAK =
+  (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.["SOAK"] === "1" ||
+  (import.meta as unknown as { env?: Record<string, unknown> }).env?.["VITE_SOAK"] === "1";
+const RUNS = SOAK ? 200 : 30;
+const MAX_COMMANDS = SOAK ? 60 : 30;
+const MAX_ADVANCE_MS = 4000;
+// The model never forgets a reservation: the whole run must stay inside the settle time.
+if ((MAX_COMMANDS + 2) * MAX_ADVANCE_MS >= ID_SETTLE_MS) throw new Error("partitioned-model: a run could outlast ID_SETTLE_MS");
+
+const CONSUMERS: readonly ConsumerId[] = [parseConsumerId("billing"), parseConsumerId("warehouse")];
+const REQUEST_IDS = Array.from({ length: 8 }, (_, n) => `0190d000-0000-7000-8000-${(n + 1).toString(16).padStart(12, "0")}`);
+const REASONS: readonly PoisonReason[] = ["malformed", "rejected", "attempts_exhausted"];
+
+/** Six subjects that cover all four partitions (two partitions get two). */
+const SUBJECTS: readonly string[] = (() => {
+  const chosen: string[] = [];
+  const counts = new Array<number>(P).fill(0);
+  for (let i = 0; chosen.length < 6; i++) {
+    const subject = `user-${i}`;
+    const p = partitionOf("acme", subject, P);
+    if (counts[p]! < (chosen.length < 4 ? 1 : 2)) {
+      counts[p]! += 1;
+      chosen.push(subject);
+    }
+  }
+  return chosen;
+})();
+
+const CAPACITIES: readonly Capacity[] = [
+  { maxEvents: 100, maxDeliveryAttempts: 2, retainAcknowledgedMs: 2000, policy: "refuse" },
+  { maxEvents: 3, maxDeliveryAttempts: 3, retainAcknowledgedMs: 0, policy: "refuse" },
+  { maxEvents: 3, maxDeliveryAttempts: 2, retainAcknowledgedMs: 1000, policy: "drop_oldest" },
+];
+
+// ------------------------------------------------------------------ model
+
+/** Split `total` over `n` targets evenly, the remainder going to the targets from `start` on. */
+function split(total: number, n: number, start: number): number[] {
+  const base = Math.floor(total / n);
+  const extra = total % n;
+  const first = start % n;
+  return Array.from({ length: n }, (_, i) => base + ((i - first + n) % n < extra ? 1 : 0));
+}
+
+/** P oracles, the id registry, the claim fan-out and the merged reads of a partitioned journal. */
+class PartitionedModel {
+  readonly oracles: JournalOracle[];
+  /** request id -> fact, for every id ever reserved (nothing is forgotten inside the settle time). */
+  private readonly registry = new Map<string, string>();
+  private rotation = 0;
+
+  constructor(capacity: Capacity, clock: () => number) {
+    this.oracles = Array.from({ length: P }, () => new JournalOracle({ name: "model", capacity, clock, durable: true }));
+  }
+
+  private partition(event: UsageEvent): number {
+    return partitionOf(event.orderingKey.namespace, event.orderingKey.subject, P);
+  }
+
+  private reserve(event: UsageEvent): JournalError | null {
+    const fact = canonicalJson([event.record.namespace, event.record.subject, event.record.data]);
+    const known = this.registry.get(event.id);
+    if (known === undefined) this.registry.set(event.id, fact);
+    else if (known !== fact) return new EventConflictError(event.id);
+    return null;
+  }
+
+  /** The partition that stores `requestId`, or -1. */
+  holder(requestId: string): number {
+    return this.oracles.findIndex((oracle) => oracle.snapshot().events.some((stored) => stored.event.id === requestId));
+  }
+
+  async append(event: UsageEvent) {
+    const refused = this.reserve(event);
+    if (refused !== null) throw refused;
+    return this.oracles[this.partition(event)]!.append(event);
+  }
+
+  async appendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
+    const results = new Array<BatchAppendResult | undefined>(events.length);
+    const shares = new Map<number, { events: UsageEvent[]; indexes: number[] }>();
+    events.forEach((event, index) => {
+      const refused = this.reserve(event);
+      if (refused !== null) {
+        results[index] = { status: "rejected", error: refused };
+        return;
+      }
+      const p = this.partition(event);
+      let share = shares.get(p);
+      if (share === undefined) shares.set(p, (share = { events: [], indexes: [] }));
+      share.events.push(event);
+      share.indexes.push(index);
+    });
+    for (const [p, share] of shares) {
+      const answers = await this.oracles[p]!.appendBatch(share.events);
+      answers.forEach((answer, i) => (results[share.indexes[i]!] = answer));
+    }
+    return results as BatchAppendResult[];
+  }
+
+  async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
+    const start = this.rotation;
+    this.rotation = (this.rotation + 1) % P;
+    const got: Delivery[][] = this.oracles.map(() => []);
+    let candidates = this.oracles.map((_, p) => p);
+    let left = options.maxEvents;
+    for (let round = 0; left > 0 && candidates.length > 0; round++) {
+      const shares = split(left, candidates.length, start + round);
+      const out = new Set<number>();
+      for (const [i, p] of candidates.entries()) {
+        const share = shares[i]!;
+        if (share === 0) continue;
+        const deliveries = await this.oracles[p]!.claim(consumer, { ...options, maxEvents: share });
+        got[p]!.push(...deliveries);
+        left -= deliveries.length;
+        if (deliveries.length < share) out.add(p);
+      }
+      candidates = candidates.filter((p) => !out.has(p));
+    }
+    // Merge: the head with the smallest (observedAt, request id), ties to the lower partition.
+    const heads = got.map(() => 0);
+    const merged: Delivery[] = [];
+    for (;;) {
+      let best = -1;
+      for (let p = 0; p < P; p++) {
+        const item = got[p]![heads[p]!];
+        if (item === undefined) continue;
+        const current = best === -1 ? undefined : got[best]![heads[best]!]!;
+        if (current === undefined || item.event.observedAt < current.event.observedAt || (item.event.observedAt === current.event.observedAt && item.event.id < current.event.id)) best = p;
+      }
+      if (best === -1) break;
+      merged.push(got[best]![heads[best]!]!);
+      heads[best]! += 1;
+    }
+    return merged.slice(0, options.maxEvents);
+  }
+
+  private async routed<T>(requestId: string, call: (oracle: JournalOracle) => Promise<T>, missing: () => T): Promise<T> {
+    const p = this.holder(requestId);
+    return p === -1 ? missing() : call(this.oracles[p]!);
+  }
+
+  ack(delivery: DeliveryId): Promise<void> {
+    return this.routed(delivery.event, (oracle) => oracle.ack(delivery), () => {
+      throw new NotOutstandingError(delivery, "the event is not journaled");
+    });
+  }
+
+  quarantine(delivery: DeliveryId, reason: PoisonReason): Promise<void> {
+    return this.routed(delivery.event, (oracle) => oracle.quarantine(delivery, reason), () => {
+      throw new NotOutstandingError(delivery, "the event is not journaled");
+    });
+  }
+
+  extend(delivery: DeliveryId, leaseMs: number, now: number): Promise<{ leaseExpiresAt: number }> {
+    return this.routed(delivery.event, (oracle) => oracle.extend(delivery, { leaseMs, now }), () => {
+      throw new NotOutstandingError(delivery, "the event is not journaled");
+    });
+  }
+
+  nack(delivery: DeliveryId, retryAfterMs: number, now: number): Promise<void> {
+    return this.routed(delivery.event, (oracle) => oracle.nack(delivery, { retryAfterMs, error: "boom", now }), () => {
+      throw new NotOutstandingError(delivery, "the event is not journaled");
+    });
+  }
+
+  operate(action: "release" | "discard", consumer: ConsumerId, requestId: string, now: number, actor: string | undefined): Promise<void> {
+    const options = actor === undefined ? { now } : { now, actor };
+    return this.routed(requestId, (oracle) => oracle[action](consumer, requestId, options), () => {
+      throw new NotQuarantinedError(consumer, requestId);
+    });
+  }
+
+  attempts(consumer: ConsumerId, requestId: string) {
+    return this.routed(requestId, (oracle) => oracle.attempts(consumer, requestId), () => []);
+  }
+
+  async stats(consumer: ConsumerId): Promise<JournalStats> {
+    const all = await Promise.all(this.oracles.map((oracle) => oracle.stats(consumer)));
+    let oldest: number | null = null;
+    for (const part of all) if (part.oldestPendingAgeMs !== null) oldest = Math.max(oldest ?? 0, part.oldestPendingAgeMs);
+    return {
+      pending: all.reduce((sum, part) => sum + part.pending, 0),
+      inFlight: all.reduce((sum, part) => sum + part.inFlight, 0),
+      quarantined: all.reduce((sum, part) => sum + part.quarantined, 0),
+      oldestPendingAgeMs: oldest,
+      dropped: all.reduce((sum, part) => sum + part.dropped, 0),
+      capacity: this.oracles[0]!.capacity,
+    };
+  }
+
+  async quarantined(consumer: ConsumerId): Promise<QuarantinedEvent[]> {
+    const pages = await Promise.all(this.oracles.map((oracle) => oracle.listQuarantined(consumer, { limit: 1000 })));
+    return byRequestId(pages.flatMap((page) => page.items));
+  }
+
+  async audit(): Promise<Omit<AuditEntry, "seq">[]> {
+    const pages = await Promise.all(this.oracles.map((oracle) => oracle.listAudit({ limit: 1000 })));
+    return withoutSeq(pages.flatMap((page) => page.items));
+  }
+
+  async prune(now: number, limit: number): Promise<{ pruned: number }> {
+    let pruned = 0;
+    for (const oracle of this.oracles) {
+      if (pruned >= limit) break;
+      pruned += (await oracle.prune({ now, limit: limit - pruned })).pruned;
+    }
+    return { pruned };
+  }
+
+  reopen(): void {
+    this.rotation = 0;
+  }
+}
+
+function byRequestId(items: readonly QuarantinedEvent[]): QuarantinedEvent[] {
+  return [...items].sort((a, b) => (a.consumer + a.event.id < b.consumer + b.event.id ? -1 : 1));
+}
+
+function withoutSeq(items: readonly AuditEntry[]): Omit<AuditEntry, "seq">[] {
+  return items
+    .map(({ seq: _seq, ...rest }) => rest)
+    .sort((a, b) => a.at - b.at || (a.requestId < b.requestId ? -1 : a.requestId > b.requestId ? 1 : 0) || (a.action < b.action ? -1 : 1));
+}
+
+// --------------------------------------------------------------- commands
+
+interface EventSpec {
+  readonly id: number;
+  readonly subject: number;
+  readonly data: number;
+  readonly offset: number;
+}
+
+type Command =
+  | { readonly kind: "append"; readonly event: EventSpec }
+  | { readonly kind: "batch"; readonly events: readonly EventSpec[] }
+  | { readonly kind: "claim"; readonly consumer: number; readonly maxEvents: number; readonly leaseMs: number }
+  | { readonly kind: "ack" | "quarantine" | "extend" | "nack"; readonly pick: number; readonly skew: number; readonly reason: PoisonReason; readonly ms: number }
+  | { readonly kind: "release" | "discard"; readonly consumer: number; readonly id: number; readonly actor: string | undefined }
+  | { readonly kind: "attempts"; readonly consumer: number; readonly id: number }
+  | { readonly kind: "stats" | "quarantined"; readonly consumer: number }
+  | { readonly kind: "prune"; readonly limit: number }
+  | { readonly kind: "advance"; readonly ms: number }
+  | { readonly kind: "reopen" };
+
+const eventArb: fc.Arbitrary<EventSpec> = fc.record({
+  id: fc.nat({ max: REQUEST_IDS.length - 1 }),
+  subject: fc.nat({ max: SUBJECTS.length - 1 }),
+  data: fc.constantFrom(0, 0, 0, 1),
+  offset: fc.integer({ min: -3000, max: 0 }),
+});
+const consumerArb = fc.constantFrom(0, 0, 1);
+const deliveryCommand = (kind: "ack" | "quarantine" | "extend" | "nack") =>
+  fc
+    .record({ pick: fc.nat({ max: 20 }), skew: fc.constantFrom(0, 0, 0, 0, 1, -1), reason: fc.constantFrom(...REASONS), ms: fc.integer({ min: 0, max: 3000 }) })
+    .map((fields): Command => ({ kind, ...fields }));
+
+const commandArb: fc.Arbitrary<Command> = fc.oneof(
+  { weight: 4, arbitrary: eventArb.map((event): Command => ({ kind: "append", event })) },
+  { weight: 2, arbitrary: fc.array(eventArb, { minLength: 1, maxLength: 6 }).map((events): Command => ({ kind: "batch", events })) },
+  { weight: 4, arbitrary: fc.record({ consumer: consumerArb, maxEvents: fc.integer({ min: 1, max: 6 }), leaseMs: fc.integer({ min: 1, max: 3000 }) }).map((c): Command => ({ kind: "claim", ...c })) },
+  { weight: 4, arbitrary: deliveryCommand("ack") },
+  { weight: 1, arbitrary: deliveryCommand("quarantine") },
+  { weight: 1, arbitrary: deliveryCommand("extend") },
+  { weight: 1, arbitrary: deliveryCommand("nack") },
+  {
+    weight: 1,
+    arbitrary: fc
+      .record({ kind: fc.constantFrom<"release" | "discard">("release", "discard"), consumer: consumerArb, id: fc.nat({ max: REQUEST_IDS.length - 1 }), actor: fc.option(fc.constant("ops"), { nil: undefined }) })
+      .map((c): Command => c),
+  },
+  { weight: 1, arbitrary: fc.record({ consumer: consumerArb, id: fc.nat({ max: REQUEST_IDS.length - 1 }) }).map((c): Command => ({ kind: "attempts", ...c })) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constantFrom<"stats" | "quarantined">("stats", "quarantined"), consumer: consumerArb }).map((c): Command => c) },
+  { weight: 1, arbitrary: fc.integer({ min: 1, max: 3 }).map((limit): Command => ({ kind: "prune", limit })) },
+  { weight: 3, arbitrary: fc.integer({ min: 0, max: MAX_ADVANCE_MS }).map((ms): Command => ({ kind: "advance", ms })) },
+  { weight: 1, arbitrary: fc.constant<Command>({ kind: "reopen" }) },
+);
+
+// -------------------------------------------------------------------- run
+
+let scopes = 0;
+
+function eventOf(spec: EventSpec, time: VirtualClock): UsageEvent {
+  return createUsageEvent({
+    record: { requestId: REQUEST_IDS[spec.id]!, namespace: "acme", subject: SUBJECTS[spec.subject]!, data: { units: spec.data } },
+    observedAt: time.now + spec.offset,
+  });
+}
+
+/** Run one call on both sides and fail unless they agree. */
+async function agree(step: string, subject: () => Promise<unknown>, model: () => Promise<unknown>): Promise<Outcome> {
+  const actual = await settle(subject);
+  const expected = await settle(model);
+  if (!sameOutcome(actual, expected)) {
+    throw new Error(`${step}\n  partitioned: ${renderOutcome(actual)}\n  model:       ${renderOutcome(expected)}`);
+  }
+  return actual;
+}
+
+async function runSequence(capacity: Capacity, commands: readonly Command[]): Promise<void> {
+  const time = virtualClock(T0);
+  const scope = `model-p${P}-${scopes++}/`;
+  const open = () => new PartitionedJournal(env.PARTITIONS, { name: "model", partitions: P, capacity, clock: time.clock, scope });
+  let journal: UsageJournal = open();
+  const model = new PartitionedModel(capacity, time.clock);
+  const deliveries: DeliveryId[] = [];
+  const log: string[] = [];
+  const step = (what: string) => {
+    log.push(`${time.now - T0}ms ${what}`);
+    return `step ${log.length} of:\n    ${log.join("\n    ")}`;
+  };
+  // Register both consumers in every partition on both sides (an empty claim reaches every partition).
+  for (const consumer of CONSUMERS) {
+    await agree(step(`claim ${consumer} (register)`), () => journal.claim(consumer, { maxEvents: 2 * P, leaseMs: 1, now: time.now }), () => model.claim(consumer, { maxEvents: 2 * P, leaseMs: 1, now: time.now }));
+  }
+  for (const command of commands) {
+    switch (command.kind) {
+      case "append": {
+        const event = eventOf(command.event, time);
+        await agree(step(`append ${render(event.record)}`), () => journal.append(event), () => model.append(event));
+        break;
+      }
+      case "batch": {
+        const events = command.events.map((spec) => eventOf(spec, time));
+        await agree(step(`appendBatch ${render(events.map((event) => event.record))}`), () => journal.appendBatch(events), () => model.appendBatch(events));
+        break;
+      }
+      case "claim": {
+        const consumer = CONSUMERS[command.consumer]!;
+        const options = { maxEvents: command.maxEvents, leaseMs: command.leaseMs, now: time.now };
+        const outcome = await agree(step(`claim ${consumer} ${render(options)}`), () => journal.claim(consumer, options), () => model.claim(consumer, options));
+        if (outcome.ok) {
+          const claimed = outcome.value as Delivery[];
+          const keys = claimed.map((delivery) => delivery.event.orderingKey.subject);
+          expect(new Set(keys).size, "one event per ordering key in a claim").toBe(keys.length);
+          deliveries.unshift(...claimed.map((delivery) => delivery.id));
+        }
+        break;
+      }
+      case "ack":
+      case "quarantine":
+      case "extend":
+      case "nack": {
+        const picked = deliveries[command.pick % Math.max(1, deliveries.length)];
+        if (picked === undefined) break;
+        const delivery: DeliveryId = { ...picked, attempt: Math.max(1, picked.attempt + command.skew) };
+        const what = step(`${command.kind} ${render(delivery)} ${command.kind === "quarantine" ? command.reason : command.ms}`);
+        if (command.kind === "ack") await agree(what, () => journal.ack(delivery), () => model.ack(delivery));
+        else if (command.kind === "quarantine") await agree(what, () => journal.quarantine(delivery, command.reason), () => model.quarantine(delivery, command.reason));
+        else if (command.kind === "extend") {
+          await agree(what, () => journal.extend(delivery, { leaseMs: Math.max(1, command.ms), now: time.now }), () => model.extend(delivery, Math.max(1, command.ms), time.now));
+        } else await agree(what, () => journal.nack(delivery, { retryAfterMs: command.ms, error: "boom", now: time.now }), () => model.nack(delivery, command.ms, time.now));
+        break;
+      }
+      case "release":
+      case "discard": {
+        const consumer = CONSUMERS[command.consumer]!;
+        const requestId = REQUEST_IDS[command.id]!;
+        const options = command.actor === undefined ? { now: time.now } : { now: time.now, actor: command.actor };
+        await agree(step(`${command.kind} ${consumer} ${requestId}`), () => journal[command.kind](consumer, requestId, options), () => model.operate(command.kind, consumer, requestId, time.now, command.actor));
+        break;
+      }
+      case "attempts": {
+        const consumer = CONSUMERS[command.consumer]!;
+        const requestId = REQUEST_IDS[command.id]!;
+        await agree(step(`attempts ${consumer} ${requestId}`), () => journal.attempts(consumer, requestId), () => model.attempts(consumer, requestId));
+        break;
+      }
+      case "stats": {
+        const consumer = CONSUMERS[command.consumer]!;
+        await agree(step(`stats ${consumer}`), () => journal.stats(consumer), () => model.stats(consumer));
+        break;
+      }
+      case "quarantined": {
+        const consumer = CONSUMERS[command.consumer]!;
+        await agree(step(`listQuarantined ${consumer}`), async () => byRequestId((await journal.listQuarantined(consumer, { limit: 1000 })).items), () => model.quarantined(consumer));
+        break;
+      }
+      case "prune":
+        await agree(step(`prune ${command.limit}`), () => journal.prune({ now: time.now, limit: command.limit }), () => model.prune(time.now, command.limit));
+        break;
+      case "advance":
+        time.advance(command.ms);
+        step(`advance ${command.ms}`);
+        break;
+      case "reopen":
+        journal = open();
+        model.reopen();
+        step("reopen");
+        break;
+    }
+  }
+  // The end state, as every consumer and an operator see it.
+  for (const consumer of CONSUMERS) {
+    await agree(step(`final stats ${consumer}`), () => journal.stats(consumer), () => model.stats(consumer));
+    await agree(step(`final listQuarantined ${consumer}`), async () => byRequestId((await journal.listQuarantined(consumer, { limit: 1000 })).items), () => model.quarantined(consumer));
+  }
+  await agree(step("final listAudit"), async () => withoutSeq((await journal.listAudit({ limit: 1000 })).items), () => model.audit());
+  for (const requestId of REQUEST_IDS) {
+    const expected = model.holder(requestId);
+    for (const consumer of CONSUMERS) {
+      await agree(step(`final attempts ${consumer} ${requestId} (partition ${expected})`), () => journal.attempts(consumer, requestId), () => model.attempts(consumer, requestId));
+    }
+  }
+}
+
+describe("partitioned journal, P = 4, against a partition-aware model", () => {
+  it(
+    "random operation sequences agree with P reference models behind the same routing",
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.constantFrom(...CAPACITIES), fc.array(commandArb, { minLength: 1, maxLength: MAX_COMMANDS }), (capacity, commands) => runSequence(capacity, commands)),
+        { numRuns: RUNS },
+      );
+    },
+    SOAK ? 3_600_000 : 120_000,
+  );
+});
