@@ -34,6 +34,6 @@ export { JournalPartition, type PartitionConfig } from "./partition.js";
 export { StoreObject, type StoreObjectEnv, type StoreOutcome, type StoreWireError, type StoreLeaseGrant } from "./store-object.js";
 export { decodeStoreError, encodeStoreError } from "./store-object.js";
 export { StoreObjectClient, type StoreObjectNamespace, type StoreObjectStub } from "./store-client.js";
-export { PartitionedJournal, MAX_PARTITIONS, type PartitionedJournalOptions, type PartitionNamespace, type PartitionStub } from "./partitioned-journal.js";
+export { PartitionedJournal, PartitionedJournalMemory, MAX_PARTITIONS, type PartitionedJournalOptions, type PartitionNamespace, type PartitionStub } from "./partitioned-journal.js";
 export { partitionOf, fnv1a32 } from "./hash.js";
 export type { Engine } from "../../src/engine.js";

@@ -245,6 +245,50 @@ export interface PartitionNamespace {
   get(id: never): unknown;
 }
 
+/** What instances of one journal learn and may share (never platform objects: those belong to one request). */
+interface LearnedState {
+  /** Partition 0 confirmed P. */
+  checkedP: boolean;
+  /** Request id -> partition (at most 10,000, oldest forgotten first). */
+  readonly hints: Map<string, number>;
+  /** `consumer#partition` registrations already made. */
+  readonly registered: Set<string>;
+}
+
+function newLearnedState(): LearnedState {
+  return { checkedP: false, hints: new Map(), registered: new Set() };
+}
+
+/**
+ * Memory shared by the `PartitionedJournal` instances of one isolate: a
+ * Worker that makes a journal per request (Durable Object stubs may not cross
+ * requests) keeps, across requests, what the instances learned: that P was
+ * checked (no `hello` call per request), the request id -> partition hints
+ * (acks go straight to their partition) and the consumers registered. Plain
+ * data only, so it may outlive any request.
+ *
+ * @example
+ * const memory = new PartitionedJournalMemory(); // module scope: one per isolate
+ * export default {
+ *   fetch(request: Request, env: Env) {
+ *     const journal = new PartitionedJournal(env.PARTITIONS, { name: "usage", partitions: 4, memory });
+ *     // ...
+ *   },
+ * };
+ */
+export class PartitionedJournalMemory {
+  private readonly states = new Map<string, LearnedState>();
+  /** The state of one journal (by scope, name and P). */
+  for(journal: string): LearnedState {
+    let state = this.states.get(journal);
+    if (state === undefined) {
+      state = newLearnedState();
+      this.states.set(journal, state);
+    }
+    return state;
+  }
+}
+
 /** Options of {@link PartitionedJournal}. */
 export interface PartitionedJournalOptions {
   /** The journal's name (1..63 of `[a-z0-9_-]`). */
@@ -266,6 +310,8 @@ export interface PartitionedJournalOptions {
    * until their lease runs out). Defaults to `console.warn`.
    */
   readonly onIgnoredError?: (error: unknown) => void;
+  /** Share what instances learn across requests of one isolate (see {@link PartitionedJournalMemory}). */
+  readonly memory?: PartitionedJournalMemory;
 }
 
 const QUARANTINE_CURSOR = "qp1.";
@@ -333,8 +379,14 @@ export class PartitionedJournal implements UsageJournal {
   private readonly stubs: (PartitionStub | undefined)[];
   private handshake: Promise<void> | null = null;
   private rotation = 0;
-  private readonly hints = new Map<string, number>();
-  private readonly registered = new Set<string>();
+  /** What this instance learned (hints, registrations, a checked P); shared between instances through `options.memory`. */
+  private readonly learned: LearnedState;
+  private get hints(): Map<string, number> {
+    return this.learned.hints;
+  }
+  private get registered(): Set<string> {
+    return this.learned.registered;
+  }
 
   constructor(
     private readonly namespace: PartitionNamespace,
@@ -349,6 +401,7 @@ export class PartitionedJournal implements UsageJournal {
     this.onIgnoredError = options.onIgnoredError ?? ((error) => console.warn("isostore PartitionedJournal:", error));
     this.configs = Array.from({ length: this.partitions }, (_, partition) => ({ journal: this.name, partitions: this.partitions, partition, capacity: this.capacity }));
     this.stubs = new Array<PartitionStub | undefined>(this.partitions).fill(undefined);
+    this.learned = options.memory ? options.memory.for(`${this.scope}${this.name}#${this.partitions}`) : newLearnedState();
   }
 
   /** The object name of partition `p` (what `idFromName` gets). */
@@ -386,8 +439,11 @@ export class PartitionedJournal implements UsageJournal {
   /** With P > 1: check P with partition 0 once, before any other call creates a partition. */
   private async ready(): Promise<void> {
     if (this.partitions === 1) return;
+    if (this.learned.checkedP) return;
     if (this.handshake === null) {
-      this.handshake = this.send(0, "open", (stub, config) => stub.hello(config));
+      this.handshake = this.send(0, "open", (stub, config) => stub.hello(config)).then(() => {
+        this.learned.checkedP = true;
+      });
       this.handshake.catch(() => {
         this.handshake = null; // try again on the next call
       });

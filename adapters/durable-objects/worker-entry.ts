@@ -26,7 +26,7 @@ import { BILLING_GRADE } from "../../src/journal/event.js";
 import type { Capacity } from "../../src/journal/types.js";
 import { createApp, type ServedJournal } from "../../src/worker/app.js";
 import { checkTokens } from "../../src/worker/auth.js";
-import { PartitionedJournal, type PartitionNamespace } from "./partitioned-journal.js";
+import { PartitionedJournal, PartitionedJournalMemory, type PartitionNamespace } from "./partitioned-journal.js";
 import { StoreObjectClient, type StoreObjectNamespace } from "./store-client.js";
 
 export { JournalPartition } from "./partition.js";
@@ -66,12 +66,14 @@ export function appFromEnv(env: IsostoreWorkerEnv): { fetch(request: Request): R
   const settings = parseSetting<Record<string, JournalSetting>>("ISOSTORE_JOURNALS", env.ISOSTORE_JOURNALS, DEFAULT_JOURNALS);
   if (settings === null || typeof settings !== "object" || Array.isArray(settings)) throw new Error("ISOSTORE_JOURNALS must be a JSON object of journal name -> settings");
   // Durable Object stubs belong to the request that made them, so each request gets its own
-  // PartitionedJournal objects (cheap: a name, options and lazily made stubs).
+  // PartitionedJournal objects (cheap: a name, options and lazily made stubs); what they learn
+  // (P checked, request id hints, registrations) is kept for the isolate in `memory`.
+  const memory = new PartitionedJournalMemory();
   const journals = (): Record<string, ServedJournal> =>
     Object.fromEntries(
       Object.entries(settings).map(([name, setting]) => [
         name,
-        { journal: new PartitionedJournal(env.PARTITIONS, { name, partitions: setting.partitions ?? 1, capacity: setting.capacity ?? BILLING_GRADE }), consumers: setting.consumers ?? [] },
+        { journal: new PartitionedJournal(env.PARTITIONS, { name, partitions: setting.partitions ?? 1, capacity: setting.capacity ?? BILLING_GRADE, memory }), consumers: setting.consumers ?? [] },
       ]),
     );
   // Check the settings once, now, so a bad one is reported before any request is served.

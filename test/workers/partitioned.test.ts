@@ -8,7 +8,7 @@
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { DurableObjectEngineError, PartitionedJournal, type PartitionNamespace } from "../../adapters/durable-objects/index.js";
+import { DurableObjectEngineError, PartitionedJournal, PartitionedJournalMemory, type PartitionNamespace } from "../../adapters/durable-objects/index.js";
 import { ID_SETTLE_MS } from "../../adapters/durable-objects/partition.js";
 import { BackendError, createUsageEvent, parseConsumerId, type Capacity, type JsonValue, type UsageEvent } from "../../src/index.js";
 import { virtualClock } from "../../src/testing/index.js";
@@ -384,5 +384,53 @@ describe("partitioned journal", () => {
     expect((error as BackendError).cause).toBeInstanceOf(DurableObjectEngineError);
     await expect(journal.stats(billing)).rejects.toMatchObject({ code: "backend", retryable: false });
     expect(gets).toBe(2);
+  });
+});
+
+describe("PartitionedJournalMemory: what instances learn outlives a request", () => {
+  /** The PARTITIONS namespace, counting the RPC methods called through it. */
+  function counting(calls: Map<string, number>): PartitionNamespace {
+    return {
+      idFromName: (name: string) => env.PARTITIONS.idFromName(name),
+      get: (id: never) => {
+        const stub = env.PARTITIONS.get(id) as unknown as Record<string, (...args: unknown[]) => unknown>;
+        return new Proxy(
+          {},
+          {
+            get: (_, method: string) =>
+              (...args: unknown[]) => {
+                calls.set(method, (calls.get(method) ?? 0) + 1);
+                return stub[method]!(...args);
+              },
+          },
+        );
+      },
+    };
+  }
+
+  it("a second instance sharing the memory neither re-checks P nor looks up where a delivery lives", async () => {
+    const memory = new PartitionedJournalMemory();
+    const scope = `memory-${scopes++}/`;
+    const calls = new Map<string, number>();
+    const open = () => new PartitionedJournal(counting(calls), { name: "usage", partitions: 4, capacity: ROOMY, scope, memory, clock: () => T0 });
+    const first = open();
+    for (const n of [1, 2, 3, 4, 5, 6]) await first.append(usage(n, `user-${n}`));
+    const deliveries = await first.claim(billing, { maxEvents: 10, leaseMs: 60_000, now: T0 });
+    expect(deliveries).toHaveLength(6);
+    expect(calls.get("hello")).toBe(1);
+
+    calls.clear();
+    const second = open(); // as the next request of the same isolate would
+    const results = await second.ackBatch(deliveries.map((delivery) => delivery.id));
+    expect(results.every((result) => result.ok)).toBe(true);
+    expect(calls.get("hello")).toBeUndefined();
+    expect(calls.get("holdsMany")).toBeUndefined();
+    expect(calls.get("holds")).toBeUndefined();
+
+    calls.clear();
+    const stranger = new PartitionedJournal(counting(calls), { name: "usage", partitions: 4, capacity: ROOMY, scope, clock: () => T0 });
+    expect((await stranger.ackBatch(deliveries.map((delivery) => delivery.id))).every((result) => result.ok)).toBe(true);
+    expect(calls.get("hello")).toBe(1); // without the memory: checks P and locates every delivery
+    expect(calls.get("holdsMany")).toBe(4);
   });
 });
