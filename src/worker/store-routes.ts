@@ -20,11 +20,21 @@ import type { Context } from "hono";
 import { MAX_BLOB_BYTES } from "../storage/blobs.js";
 import { validateName } from "../storage/names.js";
 import type { Due, OrderedRecord, Rank } from "../storage/ordered/types.js";
+import type { ByteStream } from "../storage/web.js";
 import type { AppEnv } from "./app.js";
 import { mayUseStore } from "./auth.js";
 import { ApiError } from "./errors.js";
 import * as s from "./store-schemas.js";
 import { decodeBase64, encodeBase64, resolveStore, type RemoteStore, type StoreTable } from "./stores.js";
+
+/**
+ * A request body as the core's blob input: the platform's `ReadableStream` is
+ * a `ByteStream` (the core types it by the members it uses; which platform
+ * typings are loaded differs between the build and the test programs).
+ */
+function byteStream(body: unknown): ByteStream | Uint8Array {
+  return body as ByteStream | Uint8Array;
+}
 
 /** The largest JSON body of a store route: a 1 MiB payload in base64 plus room for the rest of the body. */
 export const MAX_STORE_BODY_BYTES = Math.ceil((1024 * 1024) / 3) * 4 + 64 * 1024;
@@ -276,7 +286,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
       const target = storeOf(c, store);
       const length = c.req.header("content-length");
       if (length !== undefined && Number(length) > MAX_BLOB_BYTES) throw new ApiError("payload_too_large", `a blob is at most ${MAX_BLOB_BYTES} bytes`);
-      await target.blobs.put(key, c.req.raw.body ?? new Uint8Array());
+      await target.blobs.put(key, byteStream(c.req.raw.body ?? new Uint8Array()));
       return c.json({} as never, 200);
     },
   );
