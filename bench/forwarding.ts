@@ -97,6 +97,8 @@ async function main(): Promise<void> {
 
     console.log(
       [
+        "## Forwarding and the usage middleware",
+        "",
         `### Forwarding from IndexedDB in Chromium to the worker (${fmt(events)} events, batches of 100, 100 ordering keys)`,
         "",
         `Chromium ${forwarded.browser}, the offline example page (strict IndexedDB durability), \`wrangler dev\` on localhost with Durable Objects on local SQLite (\`usage\`, P = 4). Timed from going online until the page's journal had nothing pending (appended at the worker and acked locally).`,

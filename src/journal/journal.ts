@@ -240,6 +240,8 @@ class EngineJournal implements UsageJournal {
     const ids = checkAckBatch(deliveries);
     const now = this.clock();
     return this.run("readwrite", async (work) => {
+      const valid = ids.filter((id): id is DeliveryId => !(id instanceof JournalError));
+      if (valid.length > 1) await work.readAheadForAck(valid);
       const results: AckResult[] = [];
       for (const id of ids) {
         if (id instanceof JournalError) {

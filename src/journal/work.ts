@@ -32,7 +32,7 @@ import {
   type QuarantineRow,
   type UnfinishedRow,
 } from "./layout.js";
-import type { AppendResult, Attempt, AttemptOutcome, Capacity, Delivery, PoisonReason, UsageEvent } from "./types.js";
+import type { AppendResult, Attempt, AttemptOutcome, Capacity, Delivery, DeliveryId, PoisonReason, UsageEvent } from "./types.js";
 import { EventConflictError } from "./errors.js";
 import { readAhead } from "./read-ahead.js";
 
@@ -148,6 +148,33 @@ export class Work {
       for (const consumer of consumers) keys.push(this.layout.head(consumer, event.orderingKey.namespace, event.orderingKey.subject));
     }
     this.tx = await readAhead(this.tx, keys);
+  }
+
+  /**
+   * Warm the transaction for acks of `deliveries`: what each ack reads before
+   * it writes (the event's position, its row, the consumer's standing on it,
+   * the other consumers' finished rows, the key's head), read together in
+   * three rounds instead of several awaited reads per ack.
+   */
+  async readAheadForAck(deliveries: readonly DeliveryId[]): Promise<void> {
+    const consumers = (await this.meta()).consumers;
+    this.tx = await readAhead(this.tx, deliveries.map((delivery) => this.layout.id(delivery.event)));
+    const positions = await Promise.all(deliveries.map((delivery) => this.positionOf(delivery.event)));
+    const keys: Key[] = [];
+    deliveries.forEach((delivery, i) => {
+      const position = positions[i];
+      if (position === undefined) return;
+      keys.push(this.layout.event(position), this.layout.unfinished(delivery.consumer, position), this.layout.finished(delivery.consumer, position), this.layout.quarantined(delivery.consumer, position));
+      for (const other of consumers) if (other !== delivery.consumer) keys.push(this.layout.finished(other, position));
+    });
+    this.tx = await readAhead(this.tx, keys);
+    const heads: Key[] = [];
+    for (const [i, delivery] of deliveries.entries()) {
+      const position = positions[i];
+      const row = position === undefined ? undefined : await this.tx.get<EventRow>(this.layout.event(position));
+      if (row) heads.push(this.layout.head(delivery.consumer, row.event.orderingKey.namespace, row.event.orderingKey.subject));
+    }
+    this.tx = await readAhead(this.tx, heads);
   }
 
   // ---- plain reads -------------------------------------------------------------
