@@ -528,6 +528,13 @@ export class Work {
         { limit: maxEvents - deliveries.length },
       );
       if (entries.length === 0) break;
+      // Each delivery reads its unfinished row and its event: read them for the whole page at once.
+      if (entries.length > 1) {
+        this.tx = await readAhead(
+          this.tx,
+          entries.flatMap((entry) => [this.layout.unfinished(consumer, lastPart(entry.key)), this.layout.event(lastPart(entry.key))]),
+        );
+      }
       for (const entry of entries) {
         const position = lastPart(entry.key);
         after = position;
