@@ -131,13 +131,9 @@ import {
   checkDeliveryId,
   checkInteger,
   checkJournalName,
-  checkText,
   checkUsageEvent,
-  isRequestId,
   parseConsumerId,
 } from "../../src/journal/event.js";
-import { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_LEASE_MS } from "../../src/journal/journal.js";
-import { checkListQuarantined } from "../../src/journal/arguments.js";
 import type {
   AppendResult,
   Attempt,
@@ -163,7 +159,16 @@ import type {
   UsageJournal,
   AckResult,
 } from "../../src/journal/types.js";
-import { checkAckBatch } from "../../src/journal/arguments.js";
+import {
+  checkAckBatch,
+  checkAttempts,
+  checkBatch,
+  checkClaim,
+  checkListAudit,
+  checkListQuarantined,
+  checkOperatorAction,
+  checkPrune,
+} from "../../src/journal/arguments.js";
 import { backendError } from "./errors.js";
 import { fnv1a32, partitionOf } from "./hash.js";
 import type { DueEntry, IdReservation, PartitionConfig, RegistryVerdict, ReserveAnswer } from "./partition.js";
@@ -491,20 +496,11 @@ export class PartitionedJournal implements UsageJournal {
   async appendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
     const now = this.clock();
     if (this.partitions === 1) return decodeBatch(await this.call(0, "appendBatch", (stub, config) => stub.appendBatch(config, now, events)));
-    const list: unknown = events;
-    if (!Array.isArray(list)) throw new InvalidArgumentError("events", "must be an array of usage events");
-    if (events.length > MAX_BATCH_EVENTS) {
-      throw new InvalidArgumentError("events", `a batch holds at most ${MAX_BATCH_EVENTS} events, got ${events.length}`);
-    }
     const results = new Array<BatchAppendResult | undefined>(events.length);
     const valid: { event: UsageEvent; index: number }[] = [];
-    events.forEach((event, index) => {
-      try {
-        valid.push({ event: checkUsageEvent(event), index });
-      } catch (error) {
-        if (!(error instanceof JournalError)) throw error;
-        results[index] = { status: "rejected", error };
-      }
+    checkBatch(events).forEach((event, index) => {
+      if (event instanceof JournalError) results[index] = { status: "rejected", error: event };
+      else valid.push({ event, index });
     });
     await this.ready();
     // Reserve every id at its id home first; an event refused there is rejected and not sent on.
@@ -636,11 +632,7 @@ export class PartitionedJournal implements UsageJournal {
   async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
     const now = this.clock();
     if (this.partitions === 1) return this.call(0, "claim", (stub, config) => stub.claim(config, now, consumer, options));
-    const id = parseConsumerId(consumer);
-    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "claim needs { maxEvents, leaseMs, now }");
-    const maxEvents = checkInteger("maxEvents", options.maxEvents, 1, MAX_CLAIM_EVENTS);
-    const leaseMs = checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS);
-    const claimNow = checkInteger("now", options.now, 0);
+    const { consumer: id, maxEvents, leaseMs, now: claimNow } = checkClaim(consumer, options);
     await this.ready();
     const start = this.rotation;
     this.rotation = (this.rotation + 1) % this.partitions;
@@ -779,7 +771,11 @@ export class PartitionedJournal implements UsageJournal {
       for (const entry of pending) {
         const p = where(entry.id);
         if (p === null) results[entry.index] = { ok: false, error: new NotOutstandingError(entry.id, "the event is not journaled") };
-        else shares.set(p, [...(shares.get(p) ?? []), entry]);
+        else {
+          const share = shares.get(p);
+          if (share) share.push(entry);
+          else shares.set(p, [entry]);
+        }
       }
       const again: { index: number; id: DeliveryId }[] = [];
       await Promise.all(
@@ -849,8 +845,7 @@ export class PartitionedJournal implements UsageJournal {
   async attempts(consumer: ConsumerId, requestId: string): Promise<Attempt[]> {
     const now = this.clock();
     if (this.partitions === 1) return this.call(0, "attempts", (stub, config) => stub.attempts(config, now, consumer, requestId));
-    const id = parseConsumerId(consumer);
-    if (!isRequestId(requestId)) throw new InvalidArgumentError("requestId", "must be a UUIDv7 request id");
+    const { consumer: id } = checkAttempts(consumer, requestId);
     const p = await this.lookup(requestId);
     if (p === null) return [];
     return this.call(p, "attempts", (stub, config) => stub.attempts(config, now, id, requestId));
@@ -861,11 +856,7 @@ export class PartitionedJournal implements UsageJournal {
     const send = (stub: PartitionStub, config: PartitionConfig, id: ConsumerId, opts: OperatorActionOptions) =>
       action === "release" ? stub.release(config, now, id, requestId, opts) : stub.discard(config, now, id, requestId, opts);
     if (this.partitions === 1) return this.call(0, action, (stub, config) => send(stub, config, consumer, options));
-    const id = parseConsumerId(consumer);
-    if (!isRequestId(requestId)) throw new InvalidArgumentError("requestId", "must be a UUIDv7 request id");
-    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", `${action} needs { now }`);
-    checkInteger("now", options.now, 0);
-    if (options.actor !== undefined) checkText("actor", options.actor, 200);
+    const { consumer: id } = checkOperatorAction(action, consumer, requestId, options);
     return this.routed(
       requestId,
       (p) => this.call(p, action, (stub, config) => send(stub, config, id, options)),
@@ -934,8 +925,8 @@ export class PartitionedJournal implements UsageJournal {
   async listAudit(options: { readonly limit?: number; readonly after?: string | null } = {}): Promise<AuditPage> {
     const now = this.clock();
     if (this.partitions === 1) return this.call(0, "listAudit", (stub, config) => stub.listAudit(config, now, options));
-    const limit = checkInteger("limit", options.limit ?? 100, 1, 1000);
-    const after = parseCursor(AUDIT_CURSOR, options.after, this.partitions);
+    const { limit, after: cursorText } = checkListAudit(options);
+    const after = parseCursor(AUDIT_CURSOR, cursorText, this.partitions);
     await this.ready();
     const pages = await Promise.all(
       this.all().map((p) => this.send(p, "listAudit", (stub, config) => stub.listAudit(config, now, { limit, after: after[p]! > 0 ? `a1.${after[p]}` : null }))),
@@ -958,9 +949,7 @@ export class PartitionedJournal implements UsageJournal {
   async prune(options: PruneOptions): Promise<{ pruned: number }> {
     const now = this.clock();
     if (this.partitions === 1) return this.call(0, "prune", (stub, config) => stub.prune(config, now, options));
-    if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "prune needs { now }");
-    const pruneNow = checkInteger("now", options.now, 0);
-    const limit = checkInteger("limit", options.limit ?? 1000, 1, 100_000);
+    const { now: pruneNow, limit } = checkPrune(options);
     await this.ready();
     let pruned = 0;
     for (const p of this.all()) {

@@ -30,7 +30,7 @@ import type { Blobs } from "../../src/storage/blobs.js";
 import { AmbiguousError, InvalidArgumentError, StorageBackendError } from "../../src/storage/errors.js";
 import type { LeaseFence } from "../../src/storage/fence.js";
 import type { KV, KvEntry, KvWriteOptions } from "../../src/storage/kv.js";
-import type { Ledger, LedgerCursor, LedgerRecord, LedgerWriteOptions } from "../../src/storage/ledger.js";
+import { PagedLedgerCursor, type Ledger, type LedgerCursor, type LedgerRecord, type LedgerWriteOptions } from "../../src/storage/ledger.js";
 import { validateName } from "../../src/storage/names.js";
 import { throwIfAborted, type CallOptions } from "../../src/storage/options.js";
 import { OrderedAmbiguousError } from "../../src/storage/ordered/errors.js";
@@ -183,7 +183,10 @@ class ClientLedger implements Ledger {
     checkCount("from", from, 0);
     throwIfAborted(options);
     const bound = await this.client.call("ledger.read", (stub, store) => stub.ledgerTip(store, name));
-    return new ClientCursor(this.client, name, Math.max(from, 1), bound);
+    // One `ledgerRead` call per page; the object may answer fewer records than asked (its page is byte-capped).
+    return new PagedLedgerCursor(Math.max(from, 1), bound, READ_PAGE, (first, last) =>
+      this.client.call("ledger.read", (stub, store) => stub.ledgerRead(store, name, first, last - first + 1)),
+    );
   }
 
   async tip(name: string, options?: CallOptions): Promise<number> {
@@ -195,62 +198,6 @@ class ClientLedger implements Ledger {
     throwIfAborted(options);
     const fence = fenceOf(options);
     await this.client.call("ledger.delete", (stub, store) => (fence === undefined ? stub.ledgerDelete(store, name) : stub.ledgerDelete(store, name, fence)));
-  }
-}
-
-/** Pages of `ledgerRead` up to the bound fixed at open; a gap (the ledger deleted under it) ends it. */
-class ClientCursor implements LedgerCursor {
-  private buffer: LedgerRecord[] = [];
-  private closed = false;
-
-  constructor(
-    private readonly client: StoreObjectClient,
-    private readonly name: string,
-    private nextSeq: number,
-    private readonly bound: number,
-  ) {}
-
-  async next(options?: CallOptions): Promise<LedgerRecord | undefined> {
-    throwIfAborted(options);
-    if (this.closed) return undefined;
-    if (this.buffer.length === 0 && this.nextSeq <= this.bound) await this.fill();
-    return this.buffer.shift();
-  }
-
-  private async fill(): Promise<void> {
-    const first = this.nextSeq;
-    const limit = Math.min(READ_PAGE, this.bound - first + 1);
-    const page = await this.client.call("ledger.read", (stub, store) => stub.ledgerRead(store, this.name, first, limit));
-    let expected = first;
-    for (const record of page) {
-      if (record.seq !== expected || expected > this.bound) break;
-      this.buffer.push(record);
-      expected++;
-    }
-    // Nothing (or not the record asked for) came back: the ledger changed under the cursor; stop.
-    this.nextSeq = expected === first ? this.bound + 1 : expected;
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    this.buffer = [];
-  }
-
-  [Symbol.asyncIterator](): AsyncIterator<LedgerRecord> {
-    return {
-      next: async () => {
-        const record = await this.next();
-        if (record === undefined) {
-          await this.close();
-          return { done: true, value: undefined };
-        }
-        return { done: false, value: record };
-      },
-      return: async () => {
-        await this.close();
-        return { done: true, value: undefined };
-      },
-    };
   }
 }
 

@@ -138,7 +138,13 @@ class EngineLedger implements Ledger {
     validateName(name);
     checkCount("from", from, 0);
     const bound = await transact(this.engine, "readonly", "ledger.read", options, (tx) => tipOf(tx, this.layout, name));
-    return new EngineCursor(this.engine, this.layout, name, Math.max(from, 1), bound);
+    // Each page is its own transaction; payloads are copied out of the engine.
+    return new PagedLedgerCursor(Math.max(from, 1), bound, READ_PAGE, async (first, last, pageOptions) => {
+      const entries = await transact(this.engine, "readonly", "ledger.read", pageOptions, (tx) =>
+        tx.scan<Uint8Array>({ lower: this.layout.ledgerRecord(name, first), upper: this.layout.ledgerRecord(name, last) }),
+      );
+      return entries.map((entry) => ({ seq: entry.key[entry.key.length - 1] as number, payload: entry.value.slice() }));
+    });
   }
 
   async tip(name: string, options?: CallOptions): Promise<number> {
@@ -159,45 +165,43 @@ class EngineLedger implements Ledger {
 }
 
 /**
- * Reads pages of {@link READ_PAGE} records, each in its own transaction, up
- * to the bound fixed at open. Should the ledger be deleted while it is read,
- * the cursor ends at the first record that is no longer there.
+ * A ledger cursor over pages: `readPage(first, last)` answers records from
+ * `first` in sequence order (at most `last - first + 1`, possibly fewer), and
+ * the cursor hands them out up to the bound fixed at open. A record missing
+ * where the next one was expected (the ledger deleted, perhaps rewritten,
+ * under the cursor) ends it. The engine ledger reads a page per transaction;
+ * a remote client reads a page per call.
  */
-class EngineCursor implements LedgerCursor {
+export class PagedLedgerCursor implements LedgerCursor {
   private buffer: LedgerRecord[] = [];
   private closed = false;
 
   constructor(
-    private readonly engine: Engine,
-    private readonly layout: StoreLayout,
-    private readonly name: string,
     private nextSeq: number,
     private readonly bound: number,
+    private readonly pageSize: number,
+    private readonly readPage: (first: number, last: number, options: CallOptions | undefined) => Promise<readonly LedgerRecord[]>,
   ) {}
 
   async next(options?: CallOptions): Promise<LedgerRecord | undefined> {
     throwIfAborted(options);
     if (this.closed) return undefined;
     if (this.buffer.length === 0 && this.nextSeq <= this.bound) await this.fill(options);
-    const record = this.buffer.shift();
-    if (record === undefined) return undefined;
-    return { seq: record.seq, payload: record.payload.slice() };
+    return this.buffer.shift();
   }
 
   private async fill(options: CallOptions | undefined): Promise<void> {
     const first = this.nextSeq;
-    const last = Math.min(this.bound, first + READ_PAGE - 1);
-    const entries = await transact(this.engine, "readonly", "ledger.read", options, (tx) =>
-      tx.scan<Uint8Array>({ lower: this.layout.ledgerRecord(this.name, first), upper: this.layout.ledgerRecord(this.name, last) }),
-    );
+    const page = await this.readPage(first, Math.min(this.bound, first + this.pageSize - 1), options);
     let expected = first;
-    for (const entry of entries) {
-      if (entry.key[entry.key.length - 1] !== expected) break; // deleted (and perhaps rewritten) under the cursor
-      this.buffer.push({ seq: expected, payload: entry.value });
+    for (const record of page) {
+      if (record.seq !== expected || expected > this.bound) break;
+      this.buffer.push(record);
       expected++;
     }
-    // A short page means the ledger changed under the cursor: stop there.
-    this.nextSeq = expected === last + 1 ? expected : this.bound + 1;
+    // Nothing where `first` was expected: the ledger changed under the cursor; stop. A short page
+    // goes on from where it ended (the next page finds any gap).
+    this.nextSeq = expected === first ? this.bound + 1 : expected;
   }
 
   async close(): Promise<void> {

@@ -136,22 +136,22 @@ export async function forwardBatch(context: BatchContext): Promise<BatchReport> 
   let unsettled = 0;
   let failed = false;
   // What the sink holds is acknowledged in one call (one source transaction, not one per event).
-  const held = deliveries.filter((_, index) => {
-    const result = results[index];
-    return result !== undefined && (result.status === "accepted" || result.status === "already_present");
+  const held = deliveries.flatMap((delivery, index) => {
+    const status = results[index]?.status;
+    return status === "accepted" || status === "already_present" ? [{ delivery, status }] : [];
   });
   if (held.length > 0) {
     let acked: AckResult[] | null = null;
     try {
-      acked = await context.source.ackBatch(held.map((delivery) => delivery.id));
+      acked = await context.source.ackBatch(held.map(({ delivery }) => delivery.id));
     } catch (error) {
-      context.report({ phase: "ack", error, requestIds: held.map((delivery) => delivery.id.event) });
+      context.report({ phase: "ack", error, requestIds: held.map(({ delivery }) => delivery.id.event) });
     }
-    held.forEach((delivery, index) => {
+    held.forEach(({ delivery, status }, index) => {
       const outcome = acked?.[index];
       if (outcome?.ok) {
         forwarded += 1;
-        if (results[deliveries.indexOf(delivery)]?.status === "already_present") alreadyPresent += 1;
+        if (status === "already_present") alreadyPresent += 1;
         return;
       }
       unsettled += 1;

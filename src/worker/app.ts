@@ -14,7 +14,7 @@ import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { HTTPException } from "hono/http-exception";
 import { createUsageEvent, parseConsumerId } from "../journal/event.js";
-import type { ConsumerId, QuarantinedEvent, UsageJournal } from "../journal/types.js";
+import type { ConsumerId, QuarantinedEvent, QuarantinePage, UsageJournal } from "../journal/types.js";
 import { encodeBatch, encodeError } from "../journal/wire.js";
 import { TokenMatcher, mayAppend, type Principal, type TokenConfig } from "./auth.js";
 import { ApiError, errorAnswer } from "./errors.js";
@@ -515,16 +515,15 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   /** The journal query that narrows a filter best: the free text, else the key, else the reason. */
   const journalQuery = (filter: Filter) => filter.query ?? filter.key ?? filter.reason;
 
-  /** Visit the quarantined events of a filter, page by page, until `visit` says stop. */
-  async function eachQuarantined(target: UsageJournal, consumer: ConsumerId, filter: Filter, visit: (item: QuarantinedEvent) => boolean | Promise<boolean>): Promise<void> {
-    let after: string | null = null;
+  /** The quarantined events of a filter, one journal page (of `pageSize`) at a time, each page filtered. */
+  async function* quarantinedPages(target: UsageJournal, consumer: ConsumerId, filter: Filter, pageSize: number): AsyncGenerator<QuarantinedEvent[]> {
     const query = journalQuery(filter);
-    for (;;) {
-      const page = await target.listQuarantined(consumer, { limit: 500, after, ...(query === undefined ? {} : { query }) });
-      for (const item of page.items) if (passes(item, filter) && !(await visit(item))) return;
-      if (page.nextCursor === null) return;
+    let after: string | null = null;
+    do {
+      const page: QuarantinePage = await target.listQuarantined(consumer, { limit: pageSize, after, ...(query === undefined ? {} : { query }) });
+      yield page.items.filter((item) => passes(item, filter));
       after = page.nextCursor;
-    }
+    } while (after !== null);
   }
 
   remember("get", "/v1/journals/{journal}/consumers/{consumer}/quarantined");
@@ -597,14 +596,15 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       const id = parseConsumerId(consumer);
       const selected: string[] = [];
       let more = false;
-      await eachQuarantined(target, id, filter, (item) => {
-        if (selected.length === max) {
-          more = true;
-          return false;
+      collect: for await (const page of quarantinedPages(target, id, filter, 500)) {
+        for (const item of page) {
+          if (selected.length === max) {
+            more = true;
+            break collect;
+          }
+          selected.push(item.event.id);
         }
-        selected.push(item.event.id);
-        return true;
-      });
+      }
       let applied = 0;
       const failed: { requestId: string; error: ReturnType<typeof encodeError> }[] = [];
       if (!dryRun) {
@@ -638,19 +638,17 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       const filter = c.req.valid("query");
       const target = journalOf(c, journal).journal;
       const id = parseConsumerId(consumer);
-      const query = journalQuery(filter);
       const encoder = new TextEncoder();
-      let after: string | null = null;
-      let done = false;
+      const pages = quarantinedPages(target, id, filter, 200);
       // Pulled one journal page at a time, so a large quarantine streams in bounded memory.
       const stream = new ReadableStream<Uint8Array>({
         async pull(controller) {
-          if (done) return controller.close();
-          const page = await target.listQuarantined(id, { limit: 200, after, ...(query === undefined ? {} : { query }) });
-          const lines = page.items.filter((item) => passes(item, filter)).map((item) => `${JSON.stringify(item)}\n`);
-          if (lines.length > 0) controller.enqueue(encoder.encode(lines.join("")));
-          after = page.nextCursor;
-          if (after === null) done = true;
+          const page = await pages.next();
+          if (page.done === true) return controller.close();
+          if (page.value.length > 0) controller.enqueue(encoder.encode(page.value.map((item) => `${JSON.stringify(item)}\n`).join("")));
+        },
+        async cancel() {
+          await pages.return(undefined);
         },
       });
       return new Response(stream, {
