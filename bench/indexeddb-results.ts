@@ -20,6 +20,9 @@ export interface ClaimCostResult {
   readonly msPerCycle: number;
   /** Median of the cycles (less sensitive to a stray fsync stall than the mean). */
   readonly medianMsPerCycle: number;
+  /** Median ms of the claim alone, and of the ackBatch alone. */
+  readonly medianClaimMs: number;
+  readonly medianAckMs: number;
 }
 
 /** append + claim + ack beside workbox-background-sync's Queue (pushRequest + shiftRequest). */
@@ -35,6 +38,12 @@ export interface QueuePairResult {
   readonly perRound: number;
   /** The journal engine's durability (workbox's own writes are relaxed). */
   readonly durability: "strict" | "relaxed";
+  /**
+   * How the N events arrive: "sequential" awaits each append (push) before
+   * the next; "concurrent" issues all N and then awaits them (events arriving
+   * faster than they are stored: the journal groups them into shared commits).
+   */
+  readonly arrival: "sequential" | "concurrent";
   /** Where each side's time goes: median ms per event of its two phases. */
   readonly msPerEvent: {
     readonly journalAppend: number;
@@ -52,10 +61,13 @@ export interface BenchResults {
   readonly userAgent: string;
   readonly strict: PairResult;
   readonly relaxed: PairResult;
+  /** appendBatch with no consumer registered yet. */
   readonly batch: PairResult;
+  /** appendBatch with one consumer registered. */
+  readonly batchRegistered: PairResult;
   readonly pattern: PairResult;
   readonly small: ClaimCostResult;
   readonly large: ClaimCostResult;
-  readonly workboxStrict: QueuePairResult;
-  readonly workboxRelaxed: QueuePairResult;
+  /** Sequential then concurrent arrivals, each strict then relaxed. */
+  readonly workbox: readonly QueuePairResult[];
 }

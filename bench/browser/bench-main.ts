@@ -104,8 +104,12 @@ async function singleAppend(durability: IndexedDbDurability, perRound: number, r
   return { journalPerSecond: median(journalRates), rawPerSecond: median(rawRates), ratio: median(ratios), rounds, perRound };
 }
 
-/** appendBatch of `size` vs `size` raw adds in one transaction. */
-async function batchAppend(size: number, perRound: number, rounds: number): Promise<PairResult> {
+/**
+ * appendBatch of `size` vs `size` raw adds in one transaction. With
+ * `registered`, a consumer is registered first (untimed), as in an app whose
+ * forwarder has started: each event then also gets that consumer's rows.
+ */
+async function batchAppend(size: number, perRound: number, rounds: number, registered: boolean): Promise<PairResult> {
   const journalRates: number[] = [];
   const rawRates: number[] = [];
   const ratios: number[] = [];
@@ -125,6 +129,7 @@ async function batchAppend(size: number, perRound: number, rounds: number): Prom
     const engine = indexedDbEngine({ name });
     const journal = createJournal(engine, { name: "bench", capacity });
     await engine.open();
+    if (registered) await journal.claim(consumer, { maxEvents: 1, leaseMs: 1, now: Date.now() });
     const batches = Array.from({ length: perRound }, () => makeEvents(size, 100));
     t0 = performance.now();
     for (const batch of batches) await journal.appendBatch(batch);
@@ -230,18 +235,28 @@ async function claimCost(backlog: number, cycles: number): Promise<ClaimCostResu
   const engine = indexedDbEngine({ name });
   const journal = createJournal(engine, { name: "bench", capacity, clock });
   const times: number[] = [];
+  const claimTimes: number[] = [];
   for (let i = 0; i < cycles; i++) {
     now += 10;
     const t0 = performance.now();
     const batch = await journal.claim(consumer, { maxEvents: 100, leaseMs: 30_000, now });
+    const t1 = performance.now();
     await journal.ackBatch(batch.map((delivery) => delivery.id)); // a consumer acks the batch it finished in one call
     times.push(performance.now() - t0);
+    claimTimes.push(t1 - t0);
     if (batch.length !== 100) throw new Error(`expected a full claim, got ${batch.length}`);
     await journal.appendBatch(makeEvents(100, 1000));
   }
   await engine.close();
   await deleteDatabase(name);
-  return { backlog, cycles, msPerCycle: times.reduce((a, b) => a + b, 0) / cycles, medianMsPerCycle: median(times) };
+  return {
+    backlog,
+    cycles,
+    msPerCycle: times.reduce((a, b) => a + b, 0) / cycles,
+    medianMsPerCycle: median(times),
+    medianClaimMs: median(claimTimes),
+    medianAckMs: median(times.map((total, i) => total - claimTimes[i]!)),
+  };
 }
 
 
@@ -271,7 +286,7 @@ let queues = 0;
  * its commits' durability ("strict", the billing-grade default, or "relaxed",
  * workbox's).
  */
-async function versusWorkbox(durability: IndexedDbDurability, perRound: number, rounds: number): Promise<QueuePairResult> {
+async function versusWorkbox(durability: IndexedDbDurability, arrival: "sequential" | "concurrent", perRound: number, rounds: number): Promise<QueuePairResult> {
   const journalRates: number[] = [];
   const workboxRates: number[] = [];
   const ratios: number[] = [];
@@ -287,7 +302,8 @@ async function versusWorkbox(durability: IndexedDbDurability, perRound: number, 
         (event) => new Request(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(event) }),
       );
       const t0 = performance.now();
-      for (const request of requests) await queue.pushRequest({ request });
+      if (arrival === "sequential") for (const request of requests) await queue.pushRequest({ request });
+      else await Promise.all(requests.map((request) => queue.pushRequest({ request })));
       const t1 = performance.now();
       let shifted = 0;
       while ((await queue.shiftRequest()) !== undefined) shifted++;
@@ -305,7 +321,8 @@ async function versusWorkbox(durability: IndexedDbDurability, perRound: number, 
       await journal.claim(consumer, { maxEvents: 1, leaseMs: 1, now: Date.now() }); // opens and registers the consumer, untimed
       const events = makeEvents(perRound, 100);
       const t0 = performance.now();
-      for (const event of events) await journal.append(event);
+      if (arrival === "sequential") for (const event of events) await journal.append(event);
+      else await Promise.all(events.map((event) => journal.append(event)));
       const t1 = performance.now();
       let acked = 0;
       for (;;) {
@@ -343,6 +360,7 @@ async function versusWorkbox(durability: IndexedDbDurability, perRound: number, 
     rounds,
     perRound,
     durability,
+    arrival,
     msPerEvent: {
       journalAppend: median(phases.journalAppend),
       journalClaimAck: median(phases.journalClaimAck),
@@ -358,13 +376,16 @@ async function runAll(options: BenchOptions): Promise<BenchResults> {
   await singleAppend("relaxed", 50, 1);
   const strict = await singleAppend("strict", q ? 50 : 200, 3);
   const relaxed = await singleAppend("relaxed", q ? 50 : 200, 3);
-  const batch = await batchAppend(100, q ? 10 : 30, 3);
+  const batch = await batchAppend(100, q ? 10 : 30, 3, false);
+  const batchRegistered = await batchAppend(100, q ? 10 : 30, 3, true);
   const pattern = await batchPattern(q ? 10 : 30, 3);
   const small = await claimCost(1_000, q ? 5 : 20);
   const large = await claimCost(q ? 10_000 : 50_000, q ? 5 : 20);
-  const workboxStrict = await versusWorkbox("strict", q ? 50 : 200, q ? 3 : 5);
-  const workboxRelaxed = await versusWorkbox("relaxed", q ? 50 : 200, q ? 3 : 5);
-  return { userAgent: navigator.userAgent, strict, relaxed, batch, pattern, small, large, workboxStrict, workboxRelaxed };
+  const workbox: QueuePairResult[] = [];
+  for (const arrival of ["sequential", "concurrent"] as const) {
+    for (const durability of ["strict", "relaxed"] as const) workbox.push(await versusWorkbox(durability, arrival, q ? 50 : 200, q ? 3 : 5));
+  }
+  return { userAgent: navigator.userAgent, strict, relaxed, batch, batchRegistered, pattern, small, large, workbox };
 }
 
 (globalThis as { isostoreBench?: typeof runAll }).isostoreBench = runAll;

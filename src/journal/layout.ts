@@ -15,9 +15,9 @@
  * | `m` | {@link MetaRow} | counters, consumers, next position |
  * | `e, pos` | {@link EventRow} | the event |
  * | `i, requestId` | position | idempotency index |
- * | `k, ns, subject, pos` | 0 | events of an ordering key in order |
+ * | `k, ns, subject, pos` | 0 | events of an ordering key in order (kept while a consumer is registered) |
  * | `x, observedAt, pos` | 0 | delivered to every consumer (prunable after the window) |
- * | `o, pos` | 0 | neither delivered to all nor quarantined by anyone (drop candidates) |
+ * | `o, pos` | 0 | neither delivered to all nor quarantined by anyone (drop candidates; kept while `MetaRow.openIndexed`) |
  * | `c, consumer` | {@link ConsumerRow} | per-consumer counters |
  * | `u, consumer, pos` | {@link UnfinishedRow} | unfinished event of a consumer |
  * | `f, consumer, pos` | {@link FinishedRow} | acked or discarded |
@@ -27,6 +27,17 @@
  * | `l, consumer, until, pos` | 0 | active and leased until `until` |
  * | `w, consumer, until, pos` | 0 | active and waiting (nack) until `until` |
  * | `a, seq` | AuditEntry | operator audit log |
+ *
+ * Two indexes are kept only while something reads them, because every row
+ * an append writes is a request on engines with round trips (IndexedDB):
+ * - `k` serves consumers only (finding a key's next event). With no consumer
+ *   registered no `k` row is written; registering the first consumer builds
+ *   the index from the `e` rows it walks anyway.
+ * - `o` serves the `drop_oldest` policy only. A journal whose meta row is
+ *   created under `refuse` does not keep it (`openIndexed: false`); the first
+ *   time a `drop_oldest` journal over the same data has to drop, it builds the
+ *   index in that transaction and from then on every journal keeps it. A meta
+ *   row without the field (written before the field existed) has the index.
  */
 import type { Key } from "../engine.js";
 import type { Attempt, PoisonReason, UsageEvent } from "./types.js";
@@ -47,6 +58,8 @@ export interface MetaRow {
   readonly consumers: readonly string[];
   /** Last audit sequence number issued. */
   readonly auditSeq: number;
+  /** Whether the `o` index (drop candidates) is kept; absent means kept. */
+  readonly openIndexed?: boolean;
 }
 
 export interface EventRow {
@@ -122,6 +135,9 @@ export class Layout {
   }
   id(requestId: string): Key {
     return this.k("i", requestId);
+  }
+  ids(): Key {
+    return this.k("i");
   }
   keyEvent(ns: string, subject: string, pos: number): Key {
     return this.k("k", ns, subject, pos);

@@ -34,12 +34,17 @@ import {
 } from "./layout.js";
 import type { AppendResult, Attempt, AttemptOutcome, Capacity, Delivery, DeliveryId, PoisonReason, UsageEvent } from "./types.js";
 import { EventConflictError } from "./errors.js";
-import { readAhead } from "./read-ahead.js";
+import { readAhead, type ScanRequest } from "./read-ahead.js";
 
 const EMPTY_META: MetaRow = { version: 1, next: 1, stored: 0, dropped: 0, consumers: [], auditSeq: 0 };
 const EMPTY_CONSUMER: ConsumerRow = { unfinished: 0, quarantined: 0, leased: 0 };
 /** The most index entries one engine scan fetches while walking. */
 const CHUNK = 64;
+/**
+ * The first chunk of a key's events {@link Work.firstUnfinished} reads: the
+ * event just finished and, usually, the next one.
+ */
+const FIRST_UNFINISHED_CHUNK = 2;
 
 /** The last element of a key (positions are always last). */
 export function lastPart(key: Key): number {
@@ -95,13 +100,40 @@ export class Work {
   // ---- cached rows --------------------------------------------------------
 
   async meta(): Promise<MetaRow> {
-    if (!this.metaRow) this.metaRow = (await this.tx.get<MetaRow>(this.layout.meta())) ?? EMPTY_META;
+    if (!this.metaRow) this.metaRow = (await this.tx.get<MetaRow>(this.layout.meta())) ?? this.emptyMeta();
     return this.metaRow;
   }
 
+  /** The meta row of a journal with no data: it keeps the `o` index only when its policy reads it. */
+  private emptyMeta(): MetaRow {
+    return { ...EMPTY_META, openIndexed: this.capacity.policy === "drop_oldest" };
+  }
+
   private setMeta(patch: Partial<MetaRow>): void {
-    this.metaRow = { ...(this.metaRow ?? EMPTY_META), ...patch };
+    this.metaRow = { ...(this.metaRow ?? this.emptyMeta()), ...patch };
     this.metaDirty = true;
+  }
+
+  /** Whether the `o` index (drop candidates) is kept (see `layout.ts`). */
+  private async openIndexed(): Promise<boolean> {
+    return (await this.meta()).openIndexed !== false;
+  }
+
+  /**
+   * Build the `o` index from the stored events (the first drop over data whose
+   * journals never kept it): every event that is neither delivered to all
+   * registered consumers nor quarantined by one of them.
+   */
+  private async buildOpenIndex(): Promise<void> {
+    const consumers = (await this.meta()).consumers;
+    await this.walk<EventRow>({ prefix: this.layout.events() }, async (entry) => {
+      const { position, event } = entry.value;
+      if (await this.tx.get(this.layout.delivered(event.observedAt, position))) return true;
+      for (const consumer of consumers) if (await this.tx.get(this.layout.quarantined(consumer, position))) return true;
+      this.tx.put(this.layout.open(position), 0);
+      return true;
+    });
+    this.setMeta({ openIndexed: true });
   }
 
   async isRegistered(consumer: string): Promise<boolean> {
@@ -144,10 +176,34 @@ export class Work {
     const consumers = (await this.meta()).consumers;
     const keys: Key[] = [];
     for (const event of events) {
-      keys.push(this.layout.id(event.id));
       for (const consumer of consumers) keys.push(this.layout.head(consumer, event.orderingKey.namespace, event.orderingKey.subject));
     }
-    this.tx = await readAhead(this.tx, keys);
+    const known = await this.idsByRange(events);
+    if (known === null) for (const event of events) keys.push(this.layout.id(event.id));
+    this.tx = await readAhead(this.tx, keys, known ?? []);
+  }
+
+  /**
+   * The stored positions of these events' request ids, read with one scan of
+   * the id index between the smallest and the largest of them, when that range
+   * holds few other ids (the usual case: new UUIDv7s sort after every stored
+   * one). Null when the scan was cut short by its limit; the caller then reads
+   * the ids one by one.
+   */
+  private async idsByRange(events: readonly UsageEvent[]): Promise<(readonly [Key, unknown])[] | null> {
+    if (events.length < 2) return null;
+    let low = events[0]!.id;
+    let high = low;
+    for (const event of events) {
+      if (event.id < low) low = event.id;
+      if (event.id > high) high = event.id;
+    }
+    const limit = events.length + 64;
+    const found = await this.tx.scan<number>({ prefix: this.layout.ids(), lower: this.layout.id(low), upper: this.layout.id(high) }, { limit });
+    if (found.length >= limit) return null;
+    const stored = new Map<string, number>();
+    for (const entry of found) stored.set(entry.key[entry.key.length - 1] as string, entry.value);
+    return events.map((event) => [this.layout.id(event.id), stored.get(event.id)] as const);
   }
 
   /**
@@ -169,12 +225,42 @@ export class Work {
     });
     this.tx = await readAhead(this.tx, keys);
     const heads: Key[] = [];
+    const located: { consumer: string; position: number; key: UsageEvent["orderingKey"] }[] = [];
     for (const [i, delivery] of deliveries.entries()) {
       const position = positions[i];
-      const row = position === undefined ? undefined : await this.tx.get<EventRow>(this.layout.event(position));
-      if (row) heads.push(this.layout.head(delivery.consumer, row.event.orderingKey.namespace, row.event.orderingKey.subject));
+      if (position === undefined) continue;
+      const row = await this.tx.get<EventRow>(this.layout.event(position));
+      if (!row) continue;
+      const key = row.event.orderingKey;
+      heads.push(this.layout.head(delivery.consumer, key.namespace, key.subject));
+      located.push({ consumer: delivery.consumer, position, key });
     }
     this.tx = await readAhead(this.tx, heads);
+    // Each ack of a key's active event hands the turn on: it scans the key's
+    // events after `done` for the first unfinished one (see `advance`). Read
+    // those first scans, then the unfinished rows they name, together.
+    const scans: ScanRequest[] = [];
+    const advancing: { consumer: string; position: number; scan: ScanRequest }[] = [];
+    for (const { consumer, position, key } of located) {
+      const head = await this.tx.get<HeadRow>(this.layout.head(consumer, key.namespace, key.subject));
+      if (!head || head.active !== position) continue;
+      const scan = this.firstUnfinishedScan(key, head.done, FIRST_UNFINISHED_CHUNK);
+      scans.push(scan);
+      advancing.push({ consumer, position, scan });
+    }
+    if (scans.length === 0) return;
+    this.tx = await readAhead(this.tx, [], [], scans);
+    const rows: Key[] = [];
+    for (const { consumer, scan } of advancing) {
+      for (const entry of await this.tx.scan(scan.range, scan.options)) rows.push(this.layout.unfinished(consumer, lastPart(entry.key)));
+    }
+    this.tx = await readAhead(this.tx, rows);
+  }
+
+  /** The first scan of {@link firstUnfinished}: the key's events after `done`. */
+  private firstUnfinishedScan(key: UsageEvent["orderingKey"], done: number, limit: number): ScanRequest {
+    const prefix = this.layout.keyEvents(key.namespace, key.subject);
+    return { range: { prefix, lower: [...prefix, done], lowerOpen: true }, options: { limit } };
   }
 
   // ---- plain reads -------------------------------------------------------------
@@ -311,17 +397,16 @@ export class Work {
     key: UsageEvent["orderingKey"],
     done: number,
   ): Promise<{ position: number; row: UnfinishedRow } | null> {
-    const prefix = this.layout.keyEvents(key.namespace, key.subject);
     let found: { position: number; row: UnfinishedRow } | null = null;
     await this.walk(
-      { prefix, lower: [...prefix, done], lowerOpen: true },
+      this.firstUnfinishedScan(key, done, FIRST_UNFINISHED_CHUNK).range,
       async (entry) => {
         const position = lastPart(entry.key);
         const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
         if (row) found = { position, row };
         return found === null;
       },
-      2,
+      FIRST_UNFINISHED_CHUNK,
     );
     return found;
   }
@@ -379,9 +464,10 @@ export class Work {
     const { namespace, subject } = event.orderingKey;
     this.tx.delete(this.layout.event(position));
     this.tx.delete(this.layout.id(event.id));
+    // Always (cheap when absent): data written before `k` was conditional may hold it with no consumer.
     this.tx.delete(this.layout.keyEvent(namespace, subject, position));
     this.tx.delete(this.layout.delivered(event.observedAt, position));
-    this.tx.delete(this.layout.open(position));
+    if (await this.openIndexed()) this.tx.delete(this.layout.open(position));
     const meta = await this.meta();
     for (const consumer of meta.consumers) {
       const unfinishedKey = this.layout.unfinished(consumer, position);
@@ -426,6 +512,7 @@ export class Work {
         continue;
       }
       if (this.capacity.policy === "drop_oldest") {
+        if (!(await this.openIndexed())) await this.buildOpenIndex();
         const open = await this.tx.scan({ prefix: this.layout.openAll() }, { limit: 1 });
         if (open[0]) {
           await this.deleteEvent(lastPart(open[0].key), null);
@@ -440,8 +527,8 @@ export class Work {
     const { namespace, subject } = event.orderingKey;
     this.tx.put(this.layout.event(position), { position, event } satisfies EventRow);
     this.tx.put(this.layout.id(event.id), position);
-    this.tx.put(this.layout.keyEvent(namespace, subject, position), 0);
-    this.tx.put(this.layout.open(position), 0);
+    if (meta.consumers.length > 0) this.tx.put(this.layout.keyEvent(namespace, subject, position), 0);
+    if (meta.openIndexed !== false) this.tx.put(this.layout.open(position), 0);
     this.setMeta({ next: position + 1, stored: meta.stored + 1 });
     for (const consumer of meta.consumers) {
       const headKey = this.layout.head(consumer, namespace, subject);
@@ -459,38 +546,38 @@ export class Work {
 
   // ---- consumers ----------------------------------------------------------------
 
-  /** Register a consumer: every stored event becomes part of its backlog. */
+  /**
+   * Register a consumer: every stored event becomes part of its backlog, the
+   * first event of each key its key's active one. The first consumer also
+   * builds the `k` index (kept only while a consumer is registered).
+   */
   async register(consumer: string): Promise<void> {
     const meta = await this.meta();
+    const first = meta.consumers.length === 0;
+    const openIndexed = meta.openIndexed !== false;
     this.setMeta({ consumers: [...meta.consumers, consumer] });
-    const firsts = new Set<number>();
-    let lastKey: string | null = null;
-    await this.walk({ prefix: this.layout.keyEvents() }, (entry) => {
-      const n = this.layout.root.length;
-      const keyText = JSON.stringify([entry.key[n + 1], entry.key[n + 2]]);
-      if (keyText !== lastKey) {
-        lastKey = keyText;
-        const position = lastPart(entry.key);
-        firsts.add(position);
-        this.tx.put(this.layout.head(consumer, entry.key[n + 1] as string, entry.key[n + 2] as string), {
-          active: position,
-          done: position - 1,
-        } satisfies HeadRow);
-      }
-      return true;
-    });
+    const seen = new Set<string>();
     await this.walk<EventRow>({ prefix: this.layout.events() }, (entry) => {
       const { position, event } = entry.value;
+      const { namespace, subject } = event.orderingKey;
+      if (first) this.tx.put(this.layout.keyEvent(namespace, subject, position), 0);
       const row: UnfinishedRow = { attempts: 0, budgetBase: 0, availableAt: 0, history: [], observedAt: event.observedAt, slot: Slot.None };
-      if (firsts.has(position)) this.activate(consumer, position, row, null);
-      else this.tx.put(this.layout.unfinished(consumer, position), row);
+      // JSON keeps the pair apart whatever characters the two parts hold.
+      const keyText = JSON.stringify([namespace, subject]);
+      if (seen.has(keyText)) {
+        this.tx.put(this.layout.unfinished(consumer, position), row);
+      } else {
+        seen.add(keyText);
+        this.tx.put(this.layout.head(consumer, namespace, subject), { active: position, done: position - 1 } satisfies HeadRow);
+        this.activate(consumer, position, row, null);
+      }
       return true;
     });
     // Nothing is delivered to every consumer any more: the newcomer has finished nothing.
     const delivered = await this.tx.scan({ prefix: this.layout.deliveredAll() });
     for (const entry of delivered) {
       this.tx.delete(entry.key);
-      this.tx.put(this.layout.open(lastPart(entry.key)), 0);
+      if (openIndexed) this.tx.put(this.layout.open(lastPart(entry.key)), 0);
     }
     this.consumers.set(consumer, { unfinished: meta.stored, quarantined: 0, leased: 0 });
     this.dirtyConsumers.add(consumer);
@@ -575,7 +662,7 @@ export class Work {
     await this.bump(consumer, { unfinished: -1 });
     // Unfinished by this consumer, it was open or held; delivered to all now, it is neither.
     if (await this.othersFinished(position, consumer)) {
-      this.tx.delete(this.layout.open(position));
+      if (await this.openIndexed()) this.tx.delete(this.layout.open(position));
       this.tx.put(this.layout.delivered(event.observedAt, position), 0);
     }
     await this.leftBacklog(consumer, event, position, now);
@@ -605,7 +692,7 @@ export class Work {
       observedAt: row.observedAt,
     } satisfies QuarantineRow);
     await this.bump(consumer, { unfinished: -1, quarantined: 1 });
-    this.tx.delete(this.layout.open(position)); // a quarantined event is never a drop candidate
+    if (await this.openIndexed()) this.tx.delete(this.layout.open(position)); // a quarantined event is never a drop candidate
     await this.leftBacklog(consumer, event, position, at);
   }
 
@@ -630,7 +717,7 @@ export class Work {
   async release(consumer: string, event: UsageEvent, position: number, row: QuarantineRow, now: number): Promise<void> {
     this.tx.delete(this.layout.quarantined(consumer, position));
     await this.bump(consumer, { unfinished: 1, quarantined: -1 });
-    if (!(await this.othersQuarantined(position, consumer))) this.tx.put(this.layout.open(position), 0);
+    if ((await this.openIndexed()) && !(await this.othersQuarantined(position, consumer))) this.tx.put(this.layout.open(position), 0);
     const released: UnfinishedRow = {
       attempts: row.attempts,
       budgetBase: row.attempts,
@@ -667,7 +754,7 @@ export class Work {
     this.tx.put(this.layout.finished(consumer, position), { status: "discarded", history: row.history } satisfies FinishedRow);
     await this.bump(consumer, { quarantined: -1 });
     if (await this.othersFinished(position, consumer)) this.tx.put(this.layout.delivered(event.observedAt, position), 0);
-    else if (!(await this.othersQuarantined(position, consumer))) this.tx.put(this.layout.open(position), 0);
+    else if ((await this.openIndexed()) && !(await this.othersQuarantined(position, consumer))) this.tx.put(this.layout.open(position), 0);
   }
 
   /** Append an audit entry and return its sequence number. */

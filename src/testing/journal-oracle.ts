@@ -255,6 +255,20 @@ export class JournalOracle implements UsageJournal {
     this.mode = options.durable === true ? "billing_grade" : "telemetry_grade";
   }
 
+  /**
+   * The same stored journal opened again with other bounds or another policy
+   * (what `createJournal` over the same engine with a new `capacity` does).
+   * The two oracles share their state from then on; use only the new one.
+   *
+   * @example
+   * const dropping = oracle.withCapacity({ ...oracle.capacity, policy: "drop_oldest" });
+   */
+  withCapacity(capacity: Capacity): JournalOracle {
+    const reopened = new JournalOracle({ name: this.name, capacity, clock: this.clock, durable: this.mode === "billing_grade" });
+    reopened.state = this.state;
+    return reopened;
+  }
+
   // ---------------------------------------------------------------- append
 
   /** Section "append(event)". */
