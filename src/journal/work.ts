@@ -209,8 +209,9 @@ export class Work {
   /**
    * Warm the transaction for acks of `deliveries`: what each ack reads before
    * it writes (the event's position, its row, the consumer's standing on it,
-   * the other consumers' finished rows, the key's head), read together in
-   * three rounds instead of several awaited reads per ack.
+   * the other consumers' finished rows, the key's head, and the key's next
+   * event), read together in five rounds instead of several awaited reads
+   * per ack.
    */
   async readAheadForAck(deliveries: readonly DeliveryId[]): Promise<void> {
     const consumers = (await this.meta()).consumers;
@@ -220,11 +221,18 @@ export class Work {
     deliveries.forEach((delivery, i) => {
       const position = positions[i];
       if (position === undefined) return;
-      keys.push(this.layout.event(position), this.layout.unfinished(delivery.consumer, position), this.layout.finished(delivery.consumer, position), this.layout.quarantined(delivery.consumer, position));
+      keys.push(this.layout.event(position), this.layout.unfinished(delivery.consumer, position));
       for (const other of consumers) if (other !== delivery.consumer) keys.push(this.layout.finished(other, position));
     });
     this.tx = await readAhead(this.tx, keys);
+    // The standing rows `standing` reads only when the unfinished row is missing (a repeated ack, say).
     const heads: Key[] = [];
+    for (const [i, delivery] of deliveries.entries()) {
+      const position = positions[i];
+      if (position !== undefined && !(await this.tx.get(this.layout.unfinished(delivery.consumer, position)))) {
+        heads.push(this.layout.finished(delivery.consumer, position), this.layout.quarantined(delivery.consumer, position));
+      }
+    }
     const located: { consumer: string; position: number; key: UsageEvent["orderingKey"] }[] = [];
     for (const [i, delivery] of deliveries.entries()) {
       const position = positions[i];
@@ -276,13 +284,16 @@ export class Work {
   }
 
   async standing(consumer: string, position: number): Promise<Standing> {
-    // Read the three rows together: one round trip on engines that have them.
-    const [u, f, q] = await Promise.all([
-      this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position)),
+    // The unfinished row first: it is there for almost every call (an ack, a
+    // nack, an extend), and then the other two are not read at all. When it
+    // is not, both others are read together: one more round on engines with
+    // round trips, on the rare path only.
+    const u = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
+    if (u) return { kind: "unfinished", row: u };
+    const [f, q] = await Promise.all([
       this.tx.get<FinishedRow>(this.layout.finished(consumer, position)),
       this.tx.get<QuarantineRow>(this.layout.quarantined(consumer, position)),
     ]);
-    if (u) return { kind: "unfinished", row: u };
     if (f) return { kind: "finished", row: f };
     if (q) return { kind: "quarantined", row: q };
     return { kind: "none" };
