@@ -175,6 +175,9 @@ export class Layout {
   quarantinedAll(c: string): Key {
     return this.k("q", c);
   }
+  headsOf(c: string): Key {
+    return this.k("h", c);
+  }
   head(c: string, ns: string, subject: string): Key {
     return this.k("h", c, ns, subject);
   }

@@ -17,7 +17,7 @@
  *   event; a leased one may have earlier unfinished events (put back by
  *   `release`), which the sweep reinstates once its lease is over.
  */
-import type { Entry, EngineTransaction, Key } from "../engine.js";
+import { compareKeys, type Entry, type EngineTransaction, type Key } from "../engine.js";
 import { AtCapacityError, type JournalError } from "./errors.js";
 import { isSameFact } from "./event.js";
 import {
@@ -174,36 +174,45 @@ export class Work {
    */
   async readAheadForAppend(events: readonly UsageEvent[]): Promise<void> {
     const consumers = (await this.meta()).consumers;
-    const keys: Key[] = [];
-    for (const event of events) {
-      for (const consumer of consumers) keys.push(this.layout.head(consumer, event.orderingKey.namespace, event.orderingKey.subject));
+    const groups: { prefix: Key; keys: Key[] }[] = [{ prefix: this.layout.ids(), keys: events.map((event) => this.layout.id(event.id)) }];
+    for (const consumer of consumers) {
+      groups.push({
+        prefix: this.layout.headsOf(consumer),
+        keys: events.map((event) => this.layout.head(consumer, event.orderingKey.namespace, event.orderingKey.subject)),
+      });
     }
-    const known = await this.idsByRange(events);
-    if (known === null) for (const event of events) keys.push(this.layout.id(event.id));
-    this.tx = await readAhead(this.tx, keys, known ?? []);
+    const answers = await Promise.all(groups.map((group) => this.pointsByRange(group.prefix, group.keys)));
+    const keys: Key[] = [];
+    const known: (readonly [Key, unknown])[] = [];
+    answers.forEach((answer, i) => {
+      if (answer === null) keys.push(...groups[i]!.keys);
+      else known.push(...answer);
+    });
+    this.tx = await readAhead(this.tx, keys, known);
   }
 
   /**
-   * The stored positions of these events' request ids, read with one scan of
-   * the id index between the smallest and the largest of them, when that range
-   * holds few other ids (the usual case: new UUIDv7s sort after every stored
-   * one). Null when the scan was cut short by its limit; the caller then reads
-   * the ids one by one.
+   * The values of `keys` (all under `prefix`), read with one scan from the
+   * smallest to the largest of them, when that range holds few other keys
+   * (the usual case for a batch's request ids: new UUIDv7s sort after every
+   * stored one; and for its keys' head rows in a journal with few keys).
+   * Null when the scan was cut short by its limit (or there is only one
+   * key): the caller then reads the keys one by one.
    */
-  private async idsByRange(events: readonly UsageEvent[]): Promise<(readonly [Key, unknown])[] | null> {
-    if (events.length < 2) return null;
-    let low = events[0]!.id;
+  private async pointsByRange(prefix: Key, keys: readonly Key[]): Promise<(readonly [Key, unknown])[] | null> {
+    if (keys.length < 2) return null;
+    let low = keys[0]!;
     let high = low;
-    for (const event of events) {
-      if (event.id < low) low = event.id;
-      if (event.id > high) high = event.id;
+    for (const key of keys) {
+      if (compareKeys(key, low) < 0) low = key;
+      if (compareKeys(key, high) > 0) high = key;
     }
-    const limit = events.length + 64;
-    const found = await this.tx.scan<number>({ prefix: this.layout.ids(), lower: this.layout.id(low), upper: this.layout.id(high) }, { limit });
+    const limit = keys.length + 64;
+    const found = await this.tx.scan({ prefix, lower: low, upper: high }, { limit });
     if (found.length >= limit) return null;
-    const stored = new Map<string, number>();
-    for (const entry of found) stored.set(entry.key[entry.key.length - 1] as string, entry.value);
-    return events.map((event) => [this.layout.id(event.id), stored.get(event.id)] as const);
+    const stored = new Map<string, unknown>();
+    for (const entry of found) stored.set(JSON.stringify(entry.key), entry.value);
+    return keys.map((key) => [key, stored.get(JSON.stringify(key))] as const);
   }
 
   /**
