@@ -183,7 +183,7 @@ it("durable objects benchmark", async () => {
     `| 50 concurrent \`append\` calls (x${waves}) | ${fmt((waves * 50) / (concurrentMs / 1000))} |`,
     `| 200 sequential \`append\` calls | ${fmt(200 / (sequentialMs / 1000))} |`,
     "",
-    `Concurrent / sequential: **${fmt((waves * 50) / (concurrentMs / 1000) / (200 / (sequentialMs / 1000)), 2)}**. Each append is its own engine transaction and its own commit; the object runs them one at a time, and each RPC answer waits for its own write to be confirmed (output gate). A ratio near 1 means the platform did not coalesce the concurrent appends into fewer confirmations here; batch with \`appendBatch\` (one transaction per partition share) for throughput.`,
+    `Concurrent / sequential: **${fmt((waves * 50) / (concurrentMs / 1000) / (200 / (sequentialMs / 1000)), 2)}**. The journal commits appends that arrive while an append transaction is still running together (group commit); inside an object a transaction runs on SQLite synchronously, so appends arriving by separate RPCs overlap that way only as the runtime interleaves them. Each RPC answer waits for its write to be confirmed (output gate). For throughput batch with \`appendBatch\` (one transaction per partition share).`,
     "",
   );
 
