@@ -5,7 +5,7 @@
  * inspect the ordered index (`inspectIndex`).
  *
  * What it promises, beyond the {@link Engine} contract:
- * - Storage: a {@link TupleMap} (`./tuple-map`) from each key to its slot
+ * - Storage: a {@link TupleMap} (`src/tuple-map.ts`) from each key to its slot
  *   `{ enc, value, key }`, for point reads, overwrites and deletes in
  *   O(key length) native `Map` lookups without building the key's encoding,
  *   plus a B+ tree (`./btree`) of the same slots ordered by the
@@ -61,7 +61,7 @@ import {
 } from "../../src/engine.js";
 import { BTree } from "./btree.js";
 import { encodeKey, prefixUpperBound } from "./key-encoding.js";
-import { TupleMap } from "./tuple-map.js";
+import { TupleMap } from "../../src/tuple-map.js";
 
 /** Options of the {@link MemoryEngine} constructor (internal, for tests). */
 export interface MemoryEngineInternals {

@@ -14,12 +14,14 @@
  * the engine if asked for), so a cached scan is never stale.
  */
 import { inRange, type Entry, type EngineTransaction, type Key, type KeyRange, type ScanOptions } from "../engine.js";
+import { TupleMap } from "../tuple-map.js";
 
-function cacheKey(key: Key): string {
-  return JSON.stringify(key);
-}
+/** Cached as "read, and there is no such key" (the map holds no `undefined`). */
+const ABSENT: unique symbol = Symbol("absent");
+/** Being read by `load` (a `get` meanwhile goes to the engine). */
+const PENDING: unique symbol = Symbol("pending");
 
-/** A scan to read ahead: the range always has a prefix (that is how cached scans are found on writes). */
+/** A scan to read ahead: the range always has a non-empty prefix (that is how cached scans are found on writes). */
 export interface ScanRequest {
   readonly range: KeyRange & { readonly prefix: Key };
   readonly options?: ScanOptions;
@@ -44,9 +46,11 @@ interface CachedScan {
 
 /** A transaction handle that answers some reads from what was read ahead. */
 class ReadAheadTransaction implements EngineTransaction {
-  private readonly values = new Map<string, unknown>();
-  /** Cached scans by their text, grouped by the text of their prefix. */
-  private readonly scans = new Map<string, Map<string, CachedScan>>();
+  /** Keys read ahead, by key (no strings built per lookup). */
+  private readonly values = new TupleMap<unknown>();
+  /** Cached scans by their text, grouped by their prefix. */
+  private readonly scans = new TupleMap<Map<string, CachedScan>>();
+  private scanCount = 0;
   /** Lengths of the prefixes of cached scans (a written key is checked against each). */
   private readonly prefixLengths = new Set<number>();
 
@@ -54,33 +58,45 @@ class ReadAheadTransaction implements EngineTransaction {
 
   /** Read `keys` and `scans` together and cache the answers; `known` are cached as given. */
   async load(keys: readonly Key[], known: readonly (readonly [Key, unknown])[], scans: readonly ScanRequest[]): Promise<void> {
-    for (const [key, value] of known) this.values.set(cacheKey(key), value);
-    const unique = new Map<string, Key>();
+    for (const [key, value] of known) this.values.set(key, value === undefined ? ABSENT : value);
+    // Each key read once (a key listed twice is marked as pending the first time).
+    const unique: Key[] = [];
     for (const key of keys) {
-      const text = cacheKey(key);
-      if (!this.values.has(text)) unique.set(text, key);
+      if (this.values.get(key) !== undefined) continue;
+      this.values.set(key, PENDING);
+      unique.push(key);
     }
     const pendingScans = new Map<string, ScanRequest>();
     for (const scan of scans) pendingScans.set(scanText(scan.range, scan.options), scan);
-    const [values, scanned] = await Promise.all([
-      Promise.all([...unique.values()].map((key) => this.tx.get(key))),
-      Promise.all([...pendingScans.values()].map((scan) => this.tx.scan(scan.range, scan.options))),
-    ]);
+    let values: unknown[];
+    let scanned: Entry[][];
+    try {
+      [values, scanned] = await Promise.all([
+        Promise.all(unique.map((key) => this.tx.get(key))),
+        Promise.all([...pendingScans.values()].map((scan) => this.tx.scan(scan.range, scan.options))),
+      ]);
+    } catch (error) {
+      for (const key of unique) this.values.delete(key);
+      throw error;
+    }
+    unique.forEach((key, i) => {
+      // A write of this key while the reads were out already set what it holds now.
+      if (this.values.get(key) === PENDING) this.values.set(key, values[i] === undefined ? ABSENT : values[i]);
+    });
     let i = 0;
-    for (const text of unique.keys()) this.values.set(text, values[i++]);
-    i = 0;
     for (const [text, scan] of pendingScans) {
-      const prefixText = cacheKey(scan.range.prefix);
-      let group = this.scans.get(prefixText);
-      if (!group) this.scans.set(prefixText, (group = new Map<string, CachedScan>()));
+      let group = this.scans.get(scan.range.prefix);
+      if (!group) this.scans.set(scan.range.prefix, (group = new Map<string, CachedScan>()));
       group.set(text, { range: scan.range, entries: scanned[i++]! });
+      this.scanCount++;
       this.prefixLengths.add(scan.range.prefix.length);
     }
   }
 
   get<V>(key: Key): Promise<V | undefined> {
-    const text = cacheKey(key);
-    return this.values.has(text) ? Promise.resolve(this.values.get(text) as V | undefined) : this.tx.get<V>(key);
+    const cached = this.values.get(key);
+    if (cached === undefined || cached === PENDING) return this.tx.get<V>(key);
+    return Promise.resolve(cached === ABSENT ? undefined : (cached as V));
   }
 
   put(key: Key, value: unknown): void {
@@ -94,21 +110,26 @@ class ReadAheadTransaction implements EngineTransaction {
   }
 
   scan<V>(range: KeyRange, options?: ScanOptions): Promise<Entry<V>[]> {
-    if (range.prefix !== undefined && this.scans.size > 0) {
-      const cached = this.scans.get(cacheKey(range.prefix))?.get(scanText(range, options));
+    if (range.prefix !== undefined && range.prefix.length > 0 && this.scanCount > 0) {
+      const cached = this.scans.get(range.prefix)?.get(scanText(range, options));
       if (cached) return Promise.resolve(cached.entries.slice() as Entry<V>[]);
     }
     return this.tx.scan<V>(range, options);
   }
 
   private written(key: Key, value: unknown, present: boolean): void {
-    const text = cacheKey(key);
-    if (this.values.has(text)) this.values.set(text, present ? value : undefined);
+    if (this.values.get(key) !== undefined) this.values.set(key, present && value !== undefined ? value : ABSENT);
+    if (this.scanCount === 0) return;
     for (const length of this.prefixLengths) {
-      if (length > key.length) continue;
-      const group = this.scans.get(cacheKey(key.slice(0, length)));
+      if (length > key.length || length === 0) continue;
+      const group = this.scans.getPrefix(key, length);
       if (!group) continue;
-      for (const [scanKey, scan] of group) if (inRange(key, scan.range)) group.delete(scanKey);
+      for (const [scanKey, scan] of group) {
+        if (inRange(key, scan.range)) {
+          group.delete(scanKey);
+          this.scanCount--;
+        }
+      }
     }
   }
 }

@@ -1,5 +1,5 @@
 /**
- * Tests of the memory engine's tuple-keyed map: random sets, deletes and gets
+ * Tests of the tuple-keyed map (memory engine, journal read-ahead): random sets, deletes and gets
  * against a naive model keyed by `compareKeys` equality (so `0` and `-0` are
  * one key, `1` and `"1"` two, and a key that is a prefix of another is its own
  * entry), and the pruning promise (deleting every key leaves only the top
@@ -7,7 +7,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { compareKeys, type Key } from "../../src/engine.js";
+import { compareKeys, type Key } from "./engine.js";
 import { TupleMap } from "./tuple-map.js";
 
 const RUNS = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env.SOAK === "1" ? 5_000 : 200;
@@ -53,6 +53,11 @@ describe("TupleMap", () => {
             if (i !== -1) model.entries.splice(i, 1);
           } else {
             expect(map.get(o.k)?.v).toBe(i === -1 ? undefined : model.entries[i]!.value);
+            // getPrefix reads the key made of the first n elements, for every n.
+            for (let n = 1; n <= o.k.length; n++) {
+              const j = model.find(o.k.slice(0, n));
+              expect(map.getPrefix(o.k, n)?.v).toBe(j === -1 ? undefined : model.entries[j]!.value);
+            }
           }
         }
         for (const e of model.entries) expect(map.get(e.key)?.v).toBe(e.value);

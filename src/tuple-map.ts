@@ -1,5 +1,6 @@
 /**
- * A hash map over tuple keys, for the memory engine's point reads and writes.
+ * A hash map over tuple keys: the memory engine's point reads and writes, and
+ * the journal's read-ahead cache (`src/journal/read-ahead.ts`).
  *
  * The memory engine orders its keys with a B+ tree of string encodings
  * (`./btree`, `./key-encoding`), but a point read does not need the order:
@@ -21,7 +22,7 @@
  *   its parent, so deleting every key leaves only the (empty) top levels.
  */
 
-import type { Key, KeyPart } from "../../src/engine.js";
+import type { Key, KeyPart } from "./engine.js";
 
 /**
  * One level of a trie: from a key element to the next level, or, at the last
@@ -69,6 +70,19 @@ export class TupleMap<V> {
       level = next;
     }
     return level;
+  }
+
+  /**
+   * The value stored under the key made of the first `length` elements of
+   * `key` (without building that key).
+   */
+  getPrefix(key: Key, length: number): V | undefined {
+    const last = length - 1;
+    let level = this.roots[length];
+    for (let i = 0; i < last && level !== undefined; i++) {
+      level = level.get(key[i]!) as TupleMapLevel | undefined;
+    }
+    return level === undefined ? undefined : (level.get(key[last]!) as V | undefined);
   }
 
   /** Store `value` (not `undefined`) under `key`. */
