@@ -26,6 +26,7 @@ import fc from "fast-check";
 import type { Arbitrary } from "fast-check";
 import { compareKeys, inRange, type Engine, type EngineTransaction, type Entry, type Key, type KeyRange, type ScanOptions, type TransactionMode } from "../engine.js";
 import type { ConformanceCase } from "./journal-conformance.js";
+import { soakRequested } from "./soak.js";
 
 /** What {@link engineConformanceCases} needs to know about the engine under test. */
 export interface EngineConformanceOptions {
@@ -42,16 +43,12 @@ export interface EngineConformanceOptions {
   readonly reopen?: (engine: Engine) => Promise<Engine>;
   /** The `durable` flag the engine must report. */
   readonly durable: boolean;
-  /** Random batch sequences of the model-based case. Default 100, or 2000 when `process.env.SOAK === "1"`. */
+  /** Random batch sequences of the model-based case. Default 100, or 2000 at soak size (`soakRequested()`). */
   readonly runs?: number;
   /** Seed of the random sequences (fast-check prints the seed of a failing run). */
   readonly seed?: number;
 }
 
-function soak(): boolean {
-  const host = globalThis as { process?: { env?: Record<string, string | undefined> } };
-  return host.process?.env?.["SOAK"] === "1";
-}
 
 /**
  * The conformance cases for one engine: the model-based case first, then one
@@ -66,7 +63,7 @@ function soak(): boolean {
  * for (const c of cases) it(c.name, c.run, c.timeoutMs);
  */
 export function engineConformanceCases(options: EngineConformanceOptions): ConformanceCase[] {
-  const runs = options.runs ?? (soak() ? 2000 : 100);
+  const runs = options.runs ?? (soakRequested() ? 2000 : 100);
   return [
     {
       name: `random concurrent transactions (puts, deletes, gets, scans, throwing bodies, refused writes${options.reopen ? ", reopens" : ""}) agree with a sorted-array model`,

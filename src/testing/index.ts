@@ -45,3 +45,4 @@ export { virtualScheduler, type VirtualScheduler } from "./storage-scheduler.js"
 export { QueueOracle } from "./queue-oracle.js";
 export { queueConformanceCases, type QueueConformanceOptions } from "./queue-conformance.js";
 export { engineConformanceCases, type EngineConformanceOptions } from "./engine-conformance.js";
+export { soakRequested } from "./soak.js";

@@ -28,6 +28,7 @@ import { render, renderOutcome, sameOutcome, settle, deepEqual, type Outcome } f
 import { journalExampleCases } from "./journal-examples.js";
 import { JournalOracle } from "./journal-oracle.js";
 import { virtualClock, type VirtualClock } from "./virtual-clock.js";
+import { soakRequested } from "./soak.js";
 
 /** One journal under test, over storage of its own. */
 export interface JournalSubject {
@@ -53,7 +54,7 @@ export interface JournalConformanceOptions {
   readonly durable: boolean;
   /** Whether `subject.reopen` exists: a new journal over the same storage. */
   readonly canReopen?: boolean;
-  /** Random call sequences to try. Default 300, or 20000 when `process.env.SOAK === "1"`. */
+  /** Random call sequences to try. Default 300, or 20000 at soak size (`soakRequested()`). */
   readonly runs?: number;
   /** Seed of the random sequences (fast-check prints the seed of a failing run). */
   readonly seed?: number;
@@ -81,10 +82,6 @@ const REQUEST_IDS: readonly string[] = Array.from({ length: 16 }, (_, index) => 
 const requestIdIndexArb: Arbitrary<number> = fc.oneof(fc.nat({ max: 3 }), fc.nat({ max: REQUEST_IDS.length - 1 }));
 const REASONS: readonly PoisonReason[] = ["malformed", "rejected", "attempts_exhausted"];
 
-function soak(): boolean {
-  const host = globalThis as { process?: { env?: Record<string, string | undefined> } };
-  return host.process?.env?.["SOAK"] === "1";
-}
 
 function pick<T>(items: readonly T[], index: number): T {
   const item = items[index % items.length];
@@ -110,7 +107,7 @@ function pick<T>(items: readonly T[], index: number): T {
  * for (const c of journalConformanceCases({ label: "memory", durable: false, canReopen: true, createSubject })) it(c.name, c.run, c.timeoutMs);
  */
 export function journalConformanceCases(options: JournalConformanceOptions): ConformanceCase[] {
-  const runs = options.runs ?? (soak() ? 20_000 : 300);
+  const runs = options.runs ?? (soakRequested() ? 20_000 : 300);
   return [
     {
       name: "random operation sequences agree with the reference model",

@@ -21,6 +21,7 @@ import { MAX_ORDERED_VALUE_BYTES, MAX_STABLE_KEY_BYTES } from "../storage/ordere
 import { comparable, describeOrderedError, OrderTranslation, plainEqual, renderPlain, settle, type Outcome } from "./ordered-compare.js";
 import { orderedExampleCases } from "./ordered-examples.js";
 import { OrderedOracle } from "./ordered-oracle.js";
+import { soakRequested } from "./soak.js";
 
 /** One index under test, over storage of its own. */
 export interface OrderedSubject {
@@ -48,7 +49,7 @@ export interface OrderedConformanceOptions {
   readonly canReopen?: boolean;
   /** Whether the factory honours `maxRevision` (then revision exhaustion is part of the random runs). */
   readonly supportsMaxRevision?: boolean;
-  /** Random call sequences to try. Default 100, or 5000 when `process.env.SOAK === "1"`. */
+  /** Random call sequences to try. Default 100, or 5000 at soak size (`soakRequested()`). */
   readonly runs?: number;
   /** Seed of the random sequences (fast-check prints the seed of a failing run). */
   readonly seed?: number;
@@ -61,10 +62,6 @@ export interface OrderedConformanceCase {
   readonly timeoutMs?: number;
 }
 
-function soak(): boolean {
-  const host = globalThis as { process?: { env?: Record<string, string | undefined> } };
-  return host.process?.env?.["SOAK"] === "1";
-}
 
 /**
  * The conformance cases for one implementation: the model-based case first,
@@ -89,7 +86,7 @@ function soak(): boolean {
  * for (const c of cases) it(c.name, c.run, c.timeoutMs);
  */
 export function orderedConformanceCases(options: OrderedConformanceOptions): OrderedConformanceCase[] {
-  const runs = options.runs ?? (soak() ? 5000 : 100);
+  const runs = options.runs ?? (soakRequested() ? 5000 : 100);
   return [
     {
       name: "random operation sequences, with pages read while records change, agree with the reference model",

@@ -16,14 +16,15 @@ import type { ConformanceCase } from "./journal-conformance.js";
 import { queueExampleCases } from "./queue-examples.js";
 import { QueueOracle } from "./queue-oracle.js";
 import { expectSameOutcome, settleStorage } from "./storage-compare.js";
-import { soak, type StorageSubject, type StorageSubjectFactory } from "./storage-conformance.js";
+import { soakRequested } from "./soak.js";
+import type { StorageSubject, StorageSubjectFactory } from "./storage-conformance.js";
 
 /** What {@link queueConformanceCases} needs. */
 export interface QueueConformanceOptions {
   readonly label: string;
   /** Fresh, empty storage for the ledger-backed queue. */
   readonly createSubject: StorageSubjectFactory;
-  /** Random sequences per model-based case. Default 100, or 5000 when `SOAK=1`. */
+  /** Random sequences per model-based case. Default 100, or 5000 at soak size (`soakRequested()`). */
   readonly runs?: number;
   readonly seed?: number;
 }
@@ -41,7 +42,7 @@ const STEPS = [0, 0, 1, 1_000, IDEM_WINDOW_MS + 1, IDEM_WINDOW_MS / 2, 7 * 60 * 
  * ```
  */
 export function queueConformanceCases(options: QueueConformanceOptions): ConformanceCase[] {
-  const runs = options.runs ?? (soak() ? 5000 : 100);
+  const runs = options.runs ?? (soakRequested() ? 5000 : 100);
   const timeoutMs = 60_000 + runs * 300;
   return [
     { name: "random enqueue and consume calls on the in-memory queue agree with the reference model", run: () => runModel(options, runs, false), timeoutMs },

@@ -31,6 +31,7 @@ import { BlobsOracle, KvOracle, LeaseOracle, LedgerOracle } from "./storage-orac
 import { expectSameOutcome, renderStorage, settleStorage, type StorageOutcome } from "./storage-compare.js";
 import { virtualScheduler, type VirtualScheduler } from "./storage-scheduler.js";
 import { virtualClock, type VirtualClock } from "./virtual-clock.js";
+import { soakRequested } from "./soak.js";
 
 /** Storage under test: an engine, and how to restart and release it. */
 export interface StorageSubject {
@@ -49,7 +50,7 @@ export interface StorageConformanceOptions {
   /** Names the engine in failure messages, e.g. `"memory"`. */
   readonly label: string;
   readonly createSubject: StorageSubjectFactory;
-  /** Random sequences per model-based case. Default 60, or 3000 when `SOAK=1`. */
+  /** Random sequences per model-based case. Default 60, or 3000 at soak size (`soakRequested()`). */
   readonly runs?: number;
   /** Seed (fast-check prints the seed of a failing run). */
   readonly seed?: number;
@@ -60,10 +61,6 @@ export const CONFORMANCE_LEASE_TTL_MS = 3_000;
 const RENEW_EVERY_MS = 1_000;
 const STORE = "conformance";
 
-export function soak(): boolean {
-  const host = globalThis as { process?: { env?: Record<string, string | undefined> } };
-  return host.process?.env?.["SOAK"] === "1";
-}
 
 function pick<T>(items: readonly T[], index: number): T {
   const item = items[index % items.length];
@@ -113,7 +110,7 @@ export async function drain(cursor: LedgerCursor): Promise<{ seq: number; payloa
  * ```
  */
 export function storageConformanceCases(options: StorageConformanceOptions): ConformanceCase[] {
-  const runs = options.runs ?? (soak() ? 3000 : 60);
+  const runs = options.runs ?? (soakRequested() ? 3000 : 60);
   const timeoutMs = 60_000 + runs * 500;
   return [
     { name: "random ledger, KV and blob calls agree with the reference models", run: () => runPrimitivesModel(options, runs), timeoutMs },

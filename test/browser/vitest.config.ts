@@ -6,9 +6,12 @@ import { defineConfig } from "vitest/config";
 import { tabCommands } from "./tab-commands.js";
 
 export default defineConfig({
+  // `SOAK=1 npm test` reaches the suites in the page (see soak-setup.ts).
+  define: { __ISOSTORE_SOAK__: JSON.stringify(process.env["SOAK"] === "1") },
   test: {
     name: "browser",
     include: ["**/*.test.ts"],
+    setupFiles: ["./soak-setup.ts"],
     testTimeout: 60_000,
     browser: {
       enabled: true,

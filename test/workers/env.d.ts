@@ -12,6 +12,8 @@ declare global {
       STORES: DurableObjectNamespace<StoreObject>;
       STORES_SQL: DurableObjectNamespace<StoreObjectSqlBlobs>;
       STORE_BLOBS: R2Bucket;
+      /** "1" under `SOAK=1 npm test` (test/workers/vitest.config.ts), else "". */
+      SOAK: string;
     }
   }
 }

@@ -40,10 +40,9 @@ import {
   type UsageEvent,
 } from "../../src/index.js";
 import { createApp } from "../../src/worker/index.js";
+import { soakRequested } from "../../src/testing/index.js";
 
-const SOAK =
-  (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.["SOAK"] === "1" ||
-  (import.meta as unknown as { env?: Record<string, unknown> }).env?.["VITE_SOAK"] === "1";
+const SOAK = soakRequested() || (import.meta as unknown as { env?: Record<string, unknown> }).env?.["VITE_SOAK"] === "1";
 const RUNS = SOAK ? 20_000 : 2_000;
 const SEED = 61_120_261;
 const NOW = 1_800_000_000_000;

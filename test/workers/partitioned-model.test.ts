@@ -25,7 +25,7 @@
  * virtual and shared by both sides. "reopen" is a new PartitionedJournal over
  * the same objects (its claim rotation starts over; the model's too).
  *
- * A few dozen sequences by default (about ten seconds); `VITE_SOAK=1` runs
+ * A few dozen sequences by default (about ten seconds); `SOAK=1` runs
  * 200 longer ones.
  */
 import { env } from "cloudflare:workers";
@@ -54,19 +54,13 @@ import {
   type UsageEvent,
   type UsageJournal,
 } from "../../src/index.js";
-import { JournalOracle, virtualClock, type VirtualClock } from "../../src/testing/index.js";
+import { JournalOracle, soakRequested, virtualClock, type VirtualClock } from "../../src/testing/index.js";
 import { render, renderOutcome, sameOutcome, settle, type Outcome } from "../../src/testing/compare.js";
 
 const P = 4;
 const T0 = 1_700_000_000_000;
-/**
- * Soak mode. workerd shows the test no process environment, so `SOAK=1` alone
- * does not reach it; Vite passes `VITE_`-prefixed variables through
- * `import.meta.env`: run with `VITE_SOAK=1` (either is honoured).
- */
-const SOAK =
-  (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.["SOAK"] === "1" ||
-  (import.meta as unknown as { env?: Record<string, unknown> }).env?.["VITE_SOAK"] === "1";
+/** Soak mode: `SOAK=1 npm test` (reaches workerd through soak-setup.ts), or `VITE_SOAK=1` as before. */
+const SOAK = soakRequested() || (import.meta as unknown as { env?: Record<string, unknown> }).env?.["VITE_SOAK"] === "1";
 const RUNS = SOAK ? 200 : 30;
 const MAX_COMMANDS = SOAK ? 60 : 30;
 const MAX_ADVANCE_MS = 4000;
