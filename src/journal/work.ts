@@ -90,6 +90,12 @@ export class Work {
   private metaDirty = false;
   private readonly consumers = new Map<string, ConsumerRow>();
   private readonly dirtyConsumers = new Set<string>();
+  /**
+   * A prune cutoff up to which no delivered event is left in this
+   * transaction (set by a prune that found fewer than its limit; forgotten
+   * when an event becomes delivered).
+   */
+  private sweptThrough: number | null = null;
 
   constructor(
     public tx: EngineTransaction,
@@ -509,10 +515,20 @@ export class Work {
     const meta = await this.meta();
     if (meta.consumers.length === 0) return 0;
     const cutoff = now - this.capacity.retainAcknowledgedMs;
+    // Nothing is due up to a cutoff this transaction already swept clean (a
+    // group of appends prunes once per append, each at about the same time).
+    if (this.sweptThrough !== null && cutoff <= this.sweptThrough) return 0;
     const prefix = this.layout.deliveredAll();
     const due = await this.tx.scan({ prefix, upper: [...prefix, cutoff, TOP] }, { limit });
     for (const entry of due) await this.deleteEvent(lastPart(entry.key), now);
+    if (due.length < limit) this.sweptThrough = Math.max(cutoff, this.sweptThrough ?? cutoff);
     return due.length;
+  }
+
+  /** Mark an event delivered to every consumer (prunable once its window passed). */
+  private markDelivered(event: UsageEvent, position: number): void {
+    this.tx.put(this.layout.delivered(event.observedAt, position), 0);
+    this.sweptThrough = null;
   }
 
   /** Append one checked event: the outcome, or the error that refused it. */
@@ -683,7 +699,7 @@ export class Work {
     // Unfinished by this consumer, it was open or held; delivered to all now, it is neither.
     if (await this.othersFinished(position, consumer)) {
       if (await this.openIndexed()) this.tx.delete(this.layout.open(position));
-      this.tx.put(this.layout.delivered(event.observedAt, position), 0);
+      this.markDelivered(event, position);
     }
     await this.leftBacklog(consumer, event, position, now);
   }
@@ -773,7 +789,7 @@ export class Work {
     this.tx.delete(this.layout.quarantined(consumer, position));
     this.tx.put(this.layout.finished(consumer, position), { status: "discarded", history: row.history } satisfies FinishedRow);
     await this.bump(consumer, { quarantined: -1 });
-    if (await this.othersFinished(position, consumer)) this.tx.put(this.layout.delivered(event.observedAt, position), 0);
+    if (await this.othersFinished(position, consumer)) this.markDelivered(event, position);
     else if ((await this.openIndexed()) && !(await this.othersQuarantined(position, consumer))) this.tx.put(this.layout.open(position), 0);
   }
 
