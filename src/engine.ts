@@ -77,6 +77,14 @@ export interface Engine {
   /** Whether committed data outlives the process (memory: false). */
   readonly durable: boolean;
   /**
+   * A performance hint, never a change of meaning: true when a read costs no
+   * round trip (the data is in this process: memory, a Durable Object's
+   * SQLite). The core then reads one key at a time instead of reading ahead
+   * in groups, which pays off only where each request waits on a round trip
+   * (IndexedDB). Absent means false.
+   */
+  readonly localReads?: boolean;
+  /**
    * Run `fn` in one transaction and resolve with its result once the
    * transaction committed. A throw inside `fn` rolls back everything it wrote
    * and rejects with that error.

@@ -339,6 +339,8 @@ function applyWrites(storage: DurableObjectStorageHandle, writes: Map<string, Pe
 
 class DurableObjectEngine implements Engine {
   readonly durable = true;
+  /** Reads are synchronous SQLite calls inside the object: no round trip to save by reading ahead. */
+  readonly localReads = true;
   private closed = false;
   /** The FIFO mutex: settles when the last queued transaction settled. */
   private tail: Promise<unknown> = Promise.resolve();

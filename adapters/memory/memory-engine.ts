@@ -360,6 +360,8 @@ const RESOLVED: Promise<void> = Promise.resolve();
 export class MemoryEngine implements Engine {
   /** Memory does not outlive the process. */
   readonly durable = false;
+  /** Reads are lookups in process memory: no round trip to save by reading ahead. */
+  readonly localReads = true;
   private readonly store: Store;
   private closed = false;
   /** Whether a transaction body is running or about to start. */

@@ -97,10 +97,16 @@ export class Work {
    */
   private sweptThrough: number | null = null;
 
+  /**
+   * @param readsAhead whether batch operations read their keys in groups
+   *   first (worth it on engines whose requests wait on round trips; see
+   *   `Engine.localReads`).
+   */
   constructor(
     public tx: EngineTransaction,
     readonly layout: Layout,
     readonly capacity: Capacity,
+    private readonly readsAhead = true,
   ) {}
 
   // ---- cached rows --------------------------------------------------------
@@ -179,6 +185,7 @@ export class Work {
    * request round trips waits once instead of per event.
    */
   async readAheadForAppend(events: readonly UsageEvent[]): Promise<void> {
+    if (!this.readsAhead) return;
     const consumers = (await this.meta()).consumers;
     const groups: { prefix: Key; keys: Key[] }[] = [{ prefix: this.layout.ids(), keys: events.map((event) => this.layout.id(event.id)) }];
     for (const consumer of consumers) {
@@ -229,6 +236,7 @@ export class Work {
    * per ack.
    */
   async readAheadForAck(deliveries: readonly DeliveryId[]): Promise<void> {
+    if (!this.readsAhead) return;
     const consumers = (await this.meta()).consumers;
     this.tx = await readAhead(this.tx, deliveries.map((delivery) => this.layout.id(delivery.event)));
     const positions = await Promise.all(deliveries.map((delivery) => this.positionOf(delivery.event)));
@@ -652,7 +660,7 @@ export class Work {
       );
       if (entries.length === 0) break;
       // Each delivery reads its unfinished row and its event: read them for the whole page at once.
-      if (entries.length > 1) {
+      if (this.readsAhead && entries.length > 1) {
         this.tx = await readAhead(
           this.tx,
           entries.flatMap((entry) => [this.layout.unfinished(consumer, lastPart(entry.key)), this.layout.event(lastPart(entry.key))]),

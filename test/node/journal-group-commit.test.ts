@@ -20,6 +20,7 @@ import {
   type UsageJournal,
 } from "../../src/index.js";
 import { JournalOracle, virtualClock } from "../../src/testing/index.js";
+import { readingAhead } from "./support/reading-ahead.js";
 
 /** An engine that counts the transactions it was asked for and can be told to fail them. */
 function countingEngine(inner: Engine): Engine & { transactions: number; failNext: number } {
@@ -120,7 +121,10 @@ describe("group commit of concurrent appends", () => {
     expect((await journal.stats(consumer)).pending).toBe(3);
   });
 
-  it("bursts of concurrent appends answer like the same appends one by one (reference model)", async () => {
+  it.each([
+    ["", (engine: Engine) => engine],
+    [", reading ahead", readingAhead],
+  ])("bursts of concurrent appends answer like the same appends one by one (reference model%s)", async (_label, wrap) => {
     const burstArb = fc.array(
       fc.record({ subject: fc.integer({ min: 0, max: 5 }), reuse: fc.option(fc.nat(30), { nil: undefined }), conflicting: fc.boolean() }),
       { minLength: 1, maxLength: 12 },
@@ -141,7 +145,7 @@ describe("group commit of concurrent appends", () => {
         async (bounds, steps) => {
           const capacity: Capacity = { ...bounds, maxDeliveryAttempts: 2 };
           const time = virtualClock(1_700_000_000_000);
-          const engine = memoryEngine();
+          const engine = wrap(memoryEngine());
           const journal: UsageJournal = createJournal(engine, { name: "usage", capacity, clock: time.clock });
           const oracle = new JournalOracle({ name: "usage", capacity, clock: time.clock, durable: false });
           const sent: UsageEvent[] = [];

@@ -1,0 +1,82 @@
+/**
+ * The read-ahead handle (read-ahead.ts) must answer exactly what the engine
+ * would, at any point of the transaction: reads it cached, its own writes
+ * over them, and cached scans that a write inside their range makes stale.
+ * A counting transaction shows which calls reached the engine.
+ */
+import { describe, expect, it } from "vitest";
+import { memoryEngine } from "../../adapters/memory/index.js";
+import type { EngineTransaction, Key } from "../engine.js";
+import { readAhead } from "./read-ahead.js";
+
+function counting(tx: EngineTransaction): EngineTransaction & { gets: number; scans: number } {
+  const counted = {
+    gets: 0,
+    scans: 0,
+    get: <V>(key: Key) => {
+      counted.gets += 1;
+      return tx.get<V>(key);
+    },
+    put: (key: Key, value: unknown) => tx.put(key, value),
+    delete: (key: Key) => tx.delete(key),
+    scan: ((range, options) => {
+      counted.scans += 1;
+      return tx.scan(range, options);
+    }) as EngineTransaction["scan"],
+  };
+  return counted;
+}
+
+describe("read-ahead", () => {
+  it("answers cached reads without the engine, and its own writes over them", async () => {
+    const engine = memoryEngine();
+    await engine.transact("readwrite", async (raw) => {
+      raw.put(["a", 1], "one");
+      const tx = counting(raw);
+      const cached = await readAhead(tx, [["a", 1], ["a", 2]], [[["a", 3], "known"]]);
+      expect(tx.gets).toBe(2);
+      expect(await cached.get(["a", 1])).toBe("one");
+      expect(await cached.get(["a", 2])).toBeUndefined();
+      expect(await cached.get(["a", 3])).toBe("known");
+      expect(tx.gets).toBe(2);
+      cached.put(["a", 2], "two");
+      cached.delete(["a", 1]);
+      expect(await cached.get(["a", 2])).toBe("two");
+      expect(await cached.get(["a", 1])).toBeUndefined();
+      expect(tx.gets).toBe(2);
+      // A key it never read goes to the engine.
+      expect(await cached.get(["b"])).toBeUndefined();
+      expect(tx.gets).toBe(3);
+      // Reading ahead again extends the same handle.
+      expect(await readAhead(cached, [["b"]])).toBe(cached);
+    });
+    await engine.close();
+  });
+
+  it("serves a cached scan until a write lands inside its range", async () => {
+    const engine = memoryEngine();
+    await engine.transact("readwrite", async (raw) => {
+      for (const n of [1, 2, 3, 4]) raw.put(["k", "x", n], n);
+      const tx = counting(raw);
+      const scan = { range: { prefix: ["k", "x"], lower: ["k", "x", 1], lowerOpen: true }, options: { limit: 2 } };
+      const cached = await readAhead(tx, [], [], [scan]);
+      expect(tx.scans).toBe(1);
+      const keys = async () => (await cached.scan(scan.range, scan.options)).map((entry) => entry.key);
+      expect(await keys()).toEqual([["k", "x", 2], ["k", "x", 3]]);
+      expect(tx.scans).toBe(1);
+      // Writes outside the range (another prefix, or below `lower`) keep it.
+      cached.put(["k", "y", 2], 0);
+      cached.put(["k", "x", 1], "again");
+      expect(await keys()).toEqual([["k", "x", 2], ["k", "x", 3]]);
+      expect(tx.scans).toBe(1);
+      // A write inside it (even past the limit's reach) makes the next scan go to the engine.
+      cached.delete(["k", "x", 2]);
+      expect(await keys()).toEqual([["k", "x", 3], ["k", "x", 4]]);
+      expect(tx.scans).toBe(2);
+      // A different limit is a different scan.
+      await cached.scan(scan.range, { limit: 3 });
+      expect(tx.scans).toBe(3);
+    });
+    await engine.close();
+  });
+});
