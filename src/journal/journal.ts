@@ -28,6 +28,7 @@ import {
   parseConsumerId,
 } from "./event.js";
 import {
+  MAX_BATCH_EVENTS,
   checkAckBatch,
   checkAttempts,
   checkBatch,
@@ -80,9 +81,9 @@ export interface JournalOptions {
 
 /** An append waiting for its group's transaction. */
 interface PendingAppend {
-  event: UsageEvent;
+  readonly event: UsageEvent;
   /** The clock when it was called: its pruning runs at this time. */
-  now: number;
+  readonly now: number;
   readonly resolve: (result: AppendResult) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -91,7 +92,6 @@ interface PendingAppend {
 export const OPPORTUNISTIC_PRUNE_LIMIT = 8;
 /** The largest batch `appendBatch` takes, the longest lease, nack delay or extension (12 hours), and the largest claim. */
 export { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_LEASE_MS } from "./arguments.js";
-import { MAX_BATCH_EVENTS } from "./arguments.js";
 
 const QUARANTINE_CURSOR = "q1.";
 /** Cursors of newest-first pages: the next page holds positions below this one. */
@@ -200,22 +200,24 @@ class EngineJournal implements UsageJournal {
    * atomicity) of its own transaction.
    */
   append(event: UsageEvent): Promise<AppendResult> {
-    let pending: PendingAppend;
-    const promise = new Promise<AppendResult>((resolve, reject) => {
-      pending = { event, now: 0, resolve, reject };
+    let resolve!: (result: AppendResult) => void;
+    let reject!: (error: unknown) => void;
+    const promise = new Promise<AppendResult>((onResult, onError) => {
+      resolve = onResult;
+      reject = onError;
     });
+    let pending: PendingAppend;
     try {
-      pending!.event = checkUsageEvent(event);
-      pending!.now = this.clock();
+      pending = { event: checkUsageEvent(event), now: this.clock(), resolve, reject };
     } catch (error) {
-      pending!.reject(error);
+      reject(error);
       return promise;
     }
     if (this.waitingAppends !== null) {
-      this.waitingAppends.push(pending!);
+      this.waitingAppends.push(pending);
     } else {
       this.waitingAppends = [];
-      void this.commitAppends([pending!]);
+      void this.commitAppends([pending]);
     }
     return promise;
   }

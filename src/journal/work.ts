@@ -271,13 +271,13 @@ export class Work {
     // events after `done` for the first unfinished one (see `advance`). Read
     // those first scans, then the unfinished rows they name, together.
     const scans: ScanRequest[] = [];
-    const advancing: { consumer: string; position: number; scan: ScanRequest }[] = [];
+    const advancing: { consumer: string; scan: ScanRequest }[] = [];
     for (const { consumer, position, key } of located) {
       const head = await this.tx.get<HeadRow>(this.layout.head(consumer, key.namespace, key.subject));
       if (!head || head.active !== position) continue;
       const scan = this.firstUnfinishedScan(key, head.done, FIRST_UNFINISHED_CHUNK);
       scans.push(scan);
-      advancing.push({ consumer, position, scan });
+      advancing.push({ consumer, scan });
     }
     if (scans.length === 0) return;
     this.tx = await readAhead(this.tx, [], [], scans);
