@@ -241,6 +241,8 @@ class EngineJournal implements UsageJournal {
     try {
       pending.resolve(
         await this.run("readwrite", async (work) => {
+          // One round for what the append reads, on engines with round trips.
+          await work.readAheadForAppend([pending.event], { now: pending.now, limit: OPPORTUNISTIC_PRUNE_LIMIT });
           await work.prune(pending.now, OPPORTUNISTIC_PRUNE_LIMIT);
           const outcome = await work.append(pending.event);
           // Thrown inside the transaction: a refused append changes nothing, not even its pruning.
@@ -258,7 +260,10 @@ class EngineJournal implements UsageJournal {
     let results: AppendResult[];
     try {
       results = await this.run("readwrite", async (work) => {
-        await work.readAheadForAppend(group.map((pending) => pending.event));
+        await work.readAheadForAppend(
+          group.map((pending) => pending.event),
+          { now: group[0]!.now, limit: OPPORTUNISTIC_PRUNE_LIMIT },
+        );
         const accepted: AppendResult[] = [];
         for (const pending of group) {
           await work.prune(pending.now, OPPORTUNISTIC_PRUNE_LIMIT);
@@ -280,8 +285,9 @@ class EngineJournal implements UsageJournal {
     const checked = checkBatch(events);
     const now = this.clock();
     return this.run("readwrite", async (work) => {
+      const valid = checked.filter((event): event is UsageEvent => !(event instanceof JournalError));
+      await work.readAheadForAppend(valid, { now, limit: OPPORTUNISTIC_PRUNE_LIMIT });
       await work.prune(now, OPPORTUNISTIC_PRUNE_LIMIT);
-      await work.readAheadForAppend(checked.filter((event): event is UsageEvent => !(event instanceof JournalError)));
       const results: BatchAppendResult[] = [];
       for (const event of checked) {
         const outcome = event instanceof JournalError ? event : await work.append(event);

@@ -184,9 +184,12 @@ export class Work {
    * request ids and, per consumer, their keys' head rows), so an engine with
    * request round trips waits once instead of per event.
    */
-  async readAheadForAppend(events: readonly UsageEvent[]): Promise<void> {
+  async readAheadForAppend(events: readonly UsageEvent[], prune?: { readonly now: number; readonly limit: number }): Promise<void> {
     if (!this.readsAhead) return;
     const consumers = (await this.meta()).consumers;
+    // What `prune` and `bump` will read: the first prune scan and the consumer rows.
+    const scans: ScanRequest[] = prune === undefined || consumers.length === 0 ? [] : [this.pruneScan(prune.now, prune.limit)];
+    const rows = consumers.filter((consumer) => !this.consumers.has(consumer)).map((consumer) => this.layout.consumer(consumer));
     const groups: { prefix: Key; keys: Key[] }[] = [{ prefix: this.layout.ids(), keys: events.map((event) => this.layout.id(event.id)) }];
     for (const consumer of consumers) {
       groups.push({
@@ -201,7 +204,7 @@ export class Work {
       if (answer === null) keys.push(...groups[i]!.keys);
       else known.push(...answer);
     });
-    this.tx = await readAhead(this.tx, keys, known);
+    this.tx = await readAhead(this.tx, [...keys, ...rows], known, scans);
   }
 
   /**
@@ -526,11 +529,17 @@ export class Work {
     // Nothing is due up to a cutoff this transaction already swept clean (a
     // group of appends prunes once per append, each at about the same time).
     if (this.sweptThrough !== null && cutoff <= this.sweptThrough) return 0;
-    const prefix = this.layout.deliveredAll();
-    const due = await this.tx.scan({ prefix, upper: [...prefix, cutoff, TOP] }, { limit });
+    const scan = this.pruneScan(now, limit);
+    const due = await this.tx.scan(scan.range, scan.options);
     for (const entry of due) await this.deleteEvent(lastPart(entry.key), now);
     if (due.length < limit) this.sweptThrough = Math.max(cutoff, this.sweptThrough ?? cutoff);
     return due.length;
+  }
+
+  /** The scan of `prune(now, limit)`: delivered events whose window has passed at `now`. */
+  private pruneScan(now: number, limit: number): ScanRequest {
+    const prefix = this.layout.deliveredAll();
+    return { range: { prefix, upper: [...prefix, now - this.capacity.retainAcknowledgedMs, TOP] }, options: { limit } };
   }
 
   /** Mark an event delivered to every consumer (prunable once its window passed). */
