@@ -10,7 +10,7 @@ import "fake-indexeddb/auto";
 import { IDBFactory, IDBKeyRange, IDBObjectStore } from "fake-indexeddb";
 import { describe, expect, it } from "vitest";
 import { createJournal } from "../../src/index.js";
-import { journalConformanceCases } from "../../src/testing/index.js";
+import { journalConformanceCases, soakRequested } from "../../src/testing/index.js";
 import { describeIndexedDbEngine } from "./engine-behaviour.shared.test.js";
 import { indexedDbEngine } from "./index.js";
 
@@ -32,7 +32,7 @@ describe("usage journal over the IndexedDB engine without getAllRecords (fake-in
     label: "indexeddb (fake-indexeddb, no getAllRecords)",
     durable: true,
     canReopen: true,
-    runs: 100,
+    runs: soakRequested() ? 2000 : 100,
     createSubject: async (options) => {
       const name = `conformance-${++counter}`;
       let engine = indexedDbEngine({ name, indexedDB: factory, IDBKeyRange });

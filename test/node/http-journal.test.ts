@@ -9,7 +9,7 @@ import { describe, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { HttpJournal, type FetchLike } from "../../src/http/index.js";
 import { createJournal, type Capacity, type UsageJournal } from "../../src/index.js";
-import { journalConformanceCases } from "../../src/testing/index.js";
+import { journalConformanceCases, soakRequested } from "../../src/testing/index.js";
 import { createApp } from "../../src/worker/index.js";
 
 const TOKEN = "conformance-token-0123456789";
@@ -30,7 +30,7 @@ describe("HttpJournal over the app over a memory journal", () => {
     label: "http -> memory",
     durable: false,
     canReopen: true,
-    runs: 60,
+    runs: soakRequested() ? 2000 : 60,
     createSubject: async (options) => {
       const engine = memoryEngine();
       return {

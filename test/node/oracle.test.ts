@@ -1,7 +1,7 @@
 // A harness self-check: the reference model passes its own conformance
 // examples, and the model-based case (oracle against oracle) runs clean.
 import { describe, it } from "vitest";
-import { JournalOracle, journalConformanceCases, type JournalSubjectFactory } from "../../src/testing/index.js";
+import { JournalOracle, journalConformanceCases, type JournalSubjectFactory, soakRequested } from "../../src/testing/index.js";
 
 function oracleSubjects(durable: boolean): JournalSubjectFactory {
   return async ({ name, capacity, clock }) => {
@@ -12,7 +12,7 @@ function oracleSubjects(durable: boolean): JournalSubjectFactory {
 }
 
 describe("JournalOracle against its own conformance suite", () => {
-  for (const c of journalConformanceCases({ label: "oracle", durable: false, canReopen: true, runs: 50, createSubject: oracleSubjects(false) })) {
+  for (const c of journalConformanceCases({ label: "oracle", durable: false, canReopen: true, runs: soakRequested() ? 2000 : 50, createSubject: oracleSubjects(false) })) {
     it(c.name, c.run, c.timeoutMs);
   }
 });

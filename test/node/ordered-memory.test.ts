@@ -8,7 +8,7 @@
 import { describe, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { createOrderedIndex } from "../../src/storage/ordered/index.js";
-import { OrderedOracle, orderedConformanceCases, type OrderedSubjectFactory } from "../../src/testing/index.js";
+import { OrderedOracle, orderedConformanceCases, type OrderedSubjectFactory, soakRequested } from "../../src/testing/index.js";
 
 const memorySubjects: OrderedSubjectFactory = async ({ maxRevision }) => {
   const engine = memoryEngine();
@@ -28,7 +28,7 @@ describe("OrderedOracle against its own conformance suite", () => {
     // The oracle is its own storage: a "new index over the same storage" is the same instance.
     return { index, reopen: async () => index, close: async () => {} };
   };
-  for (const c of orderedConformanceCases({ label: "oracle", canReopen: true, supportsMaxRevision: true, runs: 20, createSubject: oracleSubjects })) {
+  for (const c of orderedConformanceCases({ label: "oracle", canReopen: true, supportsMaxRevision: true, runs: soakRequested() ? 1000 : 20, createSubject: oracleSubjects })) {
     it(c.name, c.run, c.timeoutMs);
   }
 });

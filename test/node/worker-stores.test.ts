@@ -29,7 +29,7 @@ import {
 } from "../../src/index.js";
 import { checkTokens } from "../../src/worker/auth.js";
 import { createApp, decodeBase64, decodeStorageError, encodeBase64, encodeStorageError, type AppOptions, type StorageWireError } from "../../src/worker/index.js";
-import { orderedConformanceCases, type OrderedSubjectFactory } from "../../src/testing/index.js";
+import { orderedConformanceCases, type OrderedSubjectFactory, soakRequested } from "../../src/testing/index.js";
 
 const ALL = "all-stores-token-0123456789";
 const ACME = "acme-store-token-0123456789";
@@ -470,7 +470,7 @@ describe("OrderedIndex conformance through the HTTP store routes (memory store b
     const index = httpOrderedIndex(app, "conformance");
     return { index, reopen: async () => index, close: () => engine.close() };
   };
-  for (const c of orderedConformanceCases({ label: "http", canReopen: true, runs: 25, createSubject: subjects })) {
+  for (const c of orderedConformanceCases({ label: "http", canReopen: true, runs: soakRequested() ? 1000 : 25, createSubject: subjects })) {
     it(c.name, c.run, c.timeoutMs);
   }
 });

@@ -14,7 +14,7 @@ import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { PartitionedJournal } from "../../adapters/durable-objects/index.js";
 import { HttpJournal, type FetchLike } from "../../src/http/index.js";
-import { journalConformanceCases } from "../../src/testing/index.js";
+import { journalConformanceCases, soakRequested } from "../../src/testing/index.js";
 import { createApp } from "../../src/worker/index.js";
 
 const TOKEN = "workers-conformance-token-0123";
@@ -25,7 +25,7 @@ describe("HttpJournal -> app -> partitioned journal (P = 1) in workerd", () => {
     label: "http -> partitioned P=1",
     durable: true,
     canReopen: true,
-    runs: 25,
+    runs: soakRequested() ? 1000 : 25,
     createSubject: async (options) => {
       const scope = `http-conformance-${scopes++}/`;
       const open = () => {

@@ -11,7 +11,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { describe, it } from "vitest";
 import { durableObjectEngine } from "../../adapters/durable-objects/index.js";
 import { createJournal } from "../../src/index.js";
-import { journalConformanceCases } from "../../src/testing/index.js";
+import { journalConformanceCases, soakRequested } from "../../src/testing/index.js";
 
 /** The storage of the object the running case is inside. */
 let storage: DurableObjectStorage | null = null;
@@ -20,7 +20,7 @@ const cases = journalConformanceCases({
   label: "durable-objects engine",
   durable: true,
   canReopen: true,
-  runs: 200,
+  runs: soakRequested() ? 5000 : 200,
   createSubject: async (options) => {
     if (storage === null) throw new Error("a conformance case ran outside its object");
     const host = storage;

@@ -12,7 +12,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PartitionedJournal } from "../../adapters/durable-objects/index.js";
-import { journalConformanceCases, type JournalSubjectFactory } from "../../src/testing/index.js";
+import { journalConformanceCases, type JournalSubjectFactory, soakRequested } from "../../src/testing/index.js";
 
 let scopes = 0;
 
@@ -25,7 +25,7 @@ function factory(partitions: number): JournalSubjectFactory {
 }
 
 describe("partitioned journal, P = 1", () => {
-  for (const c of journalConformanceCases({ label: "partitioned P=1", durable: true, canReopen: true, runs: 60, createSubject: factory(1) })) {
+  for (const c of journalConformanceCases({ label: "partitioned P=1", durable: true, canReopen: true, runs: soakRequested() ? 300 : 60, createSubject: factory(1) })) {
     it(c.name, c.run, c.timeoutMs);
   }
 });
@@ -59,7 +59,7 @@ const PER_PARTITION_BY_DESIGN: Record<string, string> = {
 };
 
 describe("partitioned journal, P = 4 (the examples that do not depend on journal-wide numbering)", () => {
-  const cases = journalConformanceCases({ label: "partitioned P=4", durable: true, canReopen: true, runs: 1, createSubject: factory(4) });
+  const cases = journalConformanceCases({ label: "partitioned P=4", durable: true, canReopen: true, runs: soakRequested() ? 100 : 1, createSubject: factory(4) });
   for (const c of cases) {
     if (c.name in PER_PARTITION_BY_DESIGN) continue;
     it(c.name, c.run, c.timeoutMs);

@@ -22,7 +22,7 @@ import {
   StorageBackendError,
 } from "../../src/index.js";
 import { createApp, decodeBase64, decodeStorageError, encodeBase64 } from "../../src/worker/index.js";
-import { orderedConformanceCases, type OrderedSubjectFactory } from "../../src/testing/index.js";
+import { orderedConformanceCases, type OrderedSubjectFactory, soakRequested } from "../../src/testing/index.js";
 import { InvalidDueError, InvalidRankError, type Due, type OrderedIndex, type OrderedRecord, type Rank } from "../../src/index.js";
 
 const TOKEN = "store-test-token-0123456789";
@@ -305,7 +305,7 @@ describe("OrderedIndex conformance through HTTP, StoreObjectClient and a StoreOb
     const index = httpOrderedIndex(app, freshStore());
     return { index, reopen: async () => index, close: async () => {} };
   };
-  for (const c of orderedConformanceCases({ label: "http+durable-objects", canReopen: true, runs: 10, createSubject: subjects })) {
+  for (const c of orderedConformanceCases({ label: "http+durable-objects", canReopen: true, runs: soakRequested() ? 500 : 10, createSubject: subjects })) {
     it(c.name, c.run, c.timeoutMs);
   }
 });
