@@ -1,13 +1,13 @@
 /**
- * The read-ahead handle (read-ahead.ts) must answer exactly what the engine
+ * The read-ahead handle (src/journal/read-ahead.ts) must answer exactly what the engine
  * would, at any point of the transaction: reads it cached, its own writes
  * over them, and cached scans that a write inside their range makes stale.
  * A counting transaction shows which calls reached the engine.
  */
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
-import type { EngineTransaction, Key } from "../engine.js";
-import { readAhead } from "./read-ahead.js";
+import type { EngineTransaction, Key } from "../../src/engine.js";
+import { readAhead } from "../../src/journal/read-ahead.js";
 
 function counting(tx: EngineTransaction): EngineTransaction & { gets: number; scans: number } {
   const counted = {
