@@ -87,8 +87,8 @@ class ReadAheadTransaction implements EngineTransaction {
     for (const [text, scan] of pendingScans) {
       let group = this.scans.get(scan.range.prefix);
       if (!group) this.scans.set(scan.range.prefix, (group = new Map<string, CachedScan>()));
+      if (!group.has(text)) this.scanCount++;
       group.set(text, { range: scan.range, entries: scanned[i++]! });
-      this.scanCount++;
       this.prefixLengths.add(scan.range.prefix.length);
     }
   }

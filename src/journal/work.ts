@@ -35,6 +35,7 @@ import {
 import type { AppendResult, Attempt, AttemptOutcome, Capacity, Delivery, DeliveryId, PoisonReason, UsageEvent } from "./types.js";
 import { EventConflictError } from "./errors.js";
 import { readAhead, type ScanRequest } from "./read-ahead.js";
+import { TupleMap } from "../tuple-map.js";
 
 const EMPTY_META: MetaRow = { version: 1, next: 1, stored: 0, dropped: 0, consumers: [], auditSeq: 0 };
 const EMPTY_CONSUMER: ConsumerRow = { unfinished: 0, quarantined: 0, leased: 0 };
@@ -226,9 +227,9 @@ export class Work {
     const limit = keys.length + 64;
     const found = await this.tx.scan({ prefix, lower: low, upper: high }, { limit });
     if (found.length >= limit) return null;
-    const stored = new Map<string, unknown>();
-    for (const entry of found) stored.set(JSON.stringify(entry.key), entry.value);
-    return keys.map((key) => [key, stored.get(JSON.stringify(key))] as const);
+    const stored = new TupleMap<unknown>();
+    for (const entry of found) stored.set(entry.key, entry.value);
+    return keys.map((key) => [key, stored.get(key)] as const);
   }
 
   /**
