@@ -31,18 +31,18 @@ describe("read-ahead", () => {
   it("answers cached reads without the engine, and its own writes over them", async () => {
     const engine = memoryEngine();
     await engine.transact("readwrite", async (raw) => {
-      raw.put(["a", 1], "one");
+      raw.put(["a", "1"], "one");
       const tx = counting(raw);
-      const cached = await readAhead(tx, [["a", 1], ["a", 2]], [[["a", 3], "known"]]);
+      const cached = await readAhead(tx, [["a", "1"], ["a", "2"]], [[["a", "3"], "known"]]);
       expect(tx.gets).toBe(2);
-      expect(await cached.get(["a", 1])).toBe("one");
-      expect(await cached.get(["a", 2])).toBeUndefined();
-      expect(await cached.get(["a", 3])).toBe("known");
+      expect(await cached.get(["a", "1"])).toBe("one");
+      expect(await cached.get(["a", "2"])).toBeUndefined();
+      expect(await cached.get(["a", "3"])).toBe("known");
       expect(tx.gets).toBe(2);
-      cached.put(["a", 2], "two");
-      cached.delete(["a", 1]);
-      expect(await cached.get(["a", 2])).toBe("two");
-      expect(await cached.get(["a", 1])).toBeUndefined();
+      cached.put(["a", "2"], "two");
+      cached.delete(["a", "1"]);
+      expect(await cached.get(["a", "2"])).toBe("two");
+      expect(await cached.get(["a", "1"])).toBeUndefined();
       expect(tx.gets).toBe(2);
       // A key it never read goes to the engine.
       expect(await cached.get(["b"])).toBeUndefined();
@@ -76,6 +76,51 @@ describe("read-ahead", () => {
       // A different limit is a different scan.
       await cached.scan(scan.range, { limit: 3 });
       expect(tx.scans).toBe(3);
+    });
+    await engine.close();
+  });
+
+  it("reads keys that differ only in a nearby integer with one scan, and sparse ones one by one", async () => {
+    const engine = memoryEngine();
+    await engine.transact("readwrite", async (raw) => {
+      for (let n = 1; n <= 300; n++) raw.put(["e", n], `event ${n}`);
+      raw.put(["u", "c", 5], "five");
+      raw.put(["u", "c", 9], "nine");
+      const tx = counting(raw);
+      // Under "e": two positions close together and one far off (beyond
+      // 3 * 16 + 64 rows): one run and one point read. Under "u": three
+      // close ones (one not stored): one run.
+      const cached = await readAhead(tx, [["e", 10], ["e", 400], ["e", 12], ["u", "c", 5], ["u", "c", 9], ["u", "c", 7]]);
+      expect([tx.scans, tx.gets]).toEqual([2, 1]);
+      expect(await cached.get(["e", 10])).toBe("event 10");
+      expect(await cached.get(["e", 12])).toBe("event 12");
+      expect(await cached.get(["e", 400])).toBeUndefined();
+      expect(await cached.get(["u", "c", 5])).toBe("five");
+      expect(await cached.get(["u", "c", 7])).toBeUndefined();
+      expect(await cached.get(["u", "c", 9])).toBe("nine");
+      expect([tx.scans, tx.gets]).toEqual([2, 1]);
+      // A group spread wider than its limit allows is read key by key.
+      const sparse = counting(raw);
+      const spread = await readAhead(sparse, [["e", 1], ["e", 200]]);
+      expect([sparse.scans, sparse.gets]).toEqual([0, 2]);
+      expect(await spread.get(["e", 200])).toBe("event 200");
+    });
+    await engine.close();
+  });
+
+  it("reads the keys past a run cut short by other keys in its range one by one", async () => {
+    const engine = memoryEngine();
+    await engine.transact("readwrite", async (raw) => {
+      raw.put(["p", 1], "one");
+      raw.put(["p", 3], "three");
+      // Non-integer keys between 1 and 3: more rows than the run's limit (2 * 16 + 64).
+      for (let k = 0; k < 200; k++) raw.put(["p", 1 + (k + 1) / 1000], k);
+      const tx = counting(raw);
+      const cached = await readAhead(tx, [["p", 1], ["p", 3]]);
+      expect([tx.scans, tx.gets]).toEqual([1, 1]);
+      expect(await cached.get(["p", 1])).toBe("one");
+      expect(await cached.get(["p", 3])).toBe("three");
+      expect([tx.scans, tx.gets]).toEqual([1, 1]);
     });
     await engine.close();
   });
