@@ -15,7 +15,7 @@ import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright";
 import { createServer } from "vite";
-import type { BenchResults, ClaimCostResult, PairResult, QueuePairResult } from "./indexeddb-results.js";
+import type { BenchResults, ClaimCostResult, PairResult, QueuePairResult, RequestCost } from "./indexeddb-results.js";
 
 const quick = process.env.BENCH_QUICK === "1";
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -37,6 +37,17 @@ function queueRow(r: QueuePairResult): string {
 
 function claimRow(r: ClaimCostResult): string {
   return `| ${fmt(r.backlog)} | ${r.cycles} | ${fmt(r.msPerCycle, 1)} | ${fmt(r.medianMsPerCycle, 1)} | ${fmt(r.medianClaimMs, 1)} + ${fmt(r.medianAckMs, 1)} |`;
+}
+
+function costRow(r: RequestCost): string {
+  return `| ${r.what} | ${fmt(r.microseconds, 1)} | ${r.per} | ${r.rounds} x ${r.perRound} |`;
+}
+
+/** The cost whose label starts with `what` (the rows the text compares). */
+function cost(results: BenchResults, what: string): number {
+  const found = results.requests.find((r) => r.what.startsWith(what));
+  if (!found) throw new Error(`no request cost "${what}"`);
+  return found.microseconds;
 }
 
 async function main(): Promise<void> {
@@ -111,6 +122,14 @@ async function main(): Promise<void> {
       ...results.workbox.map(queueRow),
       "",
       `Target: journal at least 3x workbox's throughput (measured ${results.workbox.map((r) => `${fmt(r.ratio, 2)}x ${r.arrival} ${r.durability}`).join(", ")}). "sequential": the app awaits each \`append\` (\`pushRequest\`) before the next; "concurrent": it issues all N and then awaits them, as when events arrive faster than one commit (the journal then commits the appends that arrive during a commit together, in one transaction, each with its own answer; workbox has no such grouping). Each round: N \`append\`s, then claims of up to 100 (100 ordering keys) each acknowledged with one \`ackBatch\`, until nothing is pending, beside workbox ${workboxVersion} \`pushRequest\` of N POST requests whose bodies are the same events as JSON, then \`shiftRequest\` until empty; the two sides alternate order round by round. workbox writes with relaxed durability (three transactions per request: add, cursor read, delete); the journal takes one transaction per append, one per claim and one per \`ackBatch\`. In a page workbox's Queue needs a \`self.registration\`: the page supplies one without \`sync\`, workbox's fallback path, so no Background Sync registration is counted per push (one more cost it has in a real service worker).`,
+      "",
+      "### What one IndexedDB request costs (raw IndexedDB, same page, strict)",
+      "",
+      "| request | microseconds | per | rounds x requests |",
+      "| --- | ---: | --- | ---: |",
+      ...results.requests.map(costRow),
+      "",
+      `Each round issues its requests together in one transaction and is timed to the transaction's completion (commit included, spread over the round). The journal's figures above follow from these: every row it writes or deletes is one request, and per event it issues about 4 on append with one consumer registered (event, request id, key order, unfinished row), 3 writes on claim (ready entry removed, lease entry, unfinished row) and about 7 on ack (lease entry and unfinished row removed, finished row, delivered entry, head, the key's next event's ready entry and row), plus its reads. Point reads issued together cost a request each, while a range read costs about ${fmt(cost(results, "range read"), 1)} us a row, so the journal reads rows that sit close together (positions of one batch) with one range read. A record carrying three native index entries costs ${fmt(cost(results, "an event row carrying"), 0)} us where the same record and three separate index rows cost ${fmt(cost(results, "an event row and three"), 0)} us: the layout's index rows, not the bytes written, set the journal's cost on this engine.`,
       "",
     ];
     console.log(lines.join("\n"));

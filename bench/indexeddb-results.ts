@@ -53,6 +53,17 @@ export interface QueuePairResult {
   };
 }
 
+/** The cost of one IndexedDB request of a kind (raw IndexedDB, no journal). */
+export interface RequestCost {
+  readonly what: string;
+  /** What one unit is: a request, a row read by a range read, an event's writes. */
+  readonly per: string;
+  /** Median microseconds per unit. */
+  readonly microseconds: number;
+  readonly perRound: number;
+  readonly rounds: number;
+}
+
 export interface BenchOptions {
   readonly quick: boolean;
 }
@@ -70,4 +81,6 @@ export interface BenchResults {
   readonly large: ClaimCostResult;
   /** Sequential then concurrent arrivals, each strict then relaxed. */
   readonly workbox: readonly QueuePairResult[];
+  /** What one request of each kind costs (section 6 of the page). */
+  readonly requests: readonly RequestCost[];
 }

@@ -1,5 +1,5 @@
 /// <reference lib="dom" />
-import type { BenchOptions, BenchResults, ClaimCostResult, PairResult, QueuePairResult } from "../indexeddb-results.js";
+import type { BenchOptions, BenchResults, ClaimCostResult, PairResult, QueuePairResult, RequestCost } from "../indexeddb-results.js";
 /**
  * The IndexedDB benchmarks, as they run inside Chromium (driven by
  * bench/indexeddb-browser.ts, which prints the table). Each figure sets the
@@ -18,7 +18,10 @@ import type { BenchOptions, BenchResults, ClaimCostResult, PairResult, QueuePair
  *    same database and topped up, untimed, after every cycle);
  * 5. append + claim + ack of N events vs workbox-background-sync's `Queue`
  *    (`pushRequest` + `shiftRequest`) of N requests carrying the same events
- *    as JSON bodies, the queue browser apps use today.
+ *    as JSON bodies, the queue browser apps use today;
+ * 6. what those figures are made of: the cost of one IndexedDB request of each
+ *    kind the journal issues (raw IndexedDB, no journal), and of a record
+ *    with three native index entries beside four records.
  */
 import { openDB, type IDBPDatabase } from "idb";
 import { indexedDbEngine, type IndexedDbDurability } from "../../adapters/indexeddb/index.js";
@@ -220,6 +223,117 @@ async function batchPattern(perRound: number, rounds: number): Promise<PairResul
 }
 
 
+/**
+ * The cost of one request of each kind, on raw IndexedDB: `perRound` requests
+ * issued together in one transaction (strict for writes), timed from the
+ * first request to the transaction's completion, median of `rounds` rounds.
+ * Keys and values are shaped like the journal's: 4-5 element array keys, `0`
+ * for an index row, an event row for an event.
+ */
+async function requestCosts(perRound: number, rounds: number): Promise<RequestCost[]> {
+  const name = dbName("requests");
+  const db = await openDB(name, 1, {
+    upgrade(database) {
+      database.createObjectStore("rows");
+      const indexed = database.createObjectStore("indexed");
+      for (const index of ["a", "b", "c"]) indexed.createIndex(index, index);
+    },
+  });
+  const events = makeEvents(perRound, 100);
+  const eventKey = (position: number) => ["j", "n", "e", position];
+  const putEvents = (os: IDBObjectStore, base: number): void => {
+    for (let i = 0; i < perRound; i++) os.put({ position: base + i, event: events[i]! }, eventKey(base + i));
+  };
+  const transaction = (store: "rows" | "indexed", mode: IDBTransactionMode, body: (os: IDBObjectStore) => void): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      const tx = (db as unknown as IDBDatabase).transaction(store, mode, { durability: "strict" });
+      body(tx.objectStore(store));
+      tx.oncomplete = () => resolve();
+      tx.onabort = () => reject(tx.error ?? new Error("the transaction aborted"));
+    });
+  let next = 0;
+  const costs: RequestCost[] = [];
+  /**
+   * Microseconds per unit of `body`'s work (one transaction), median over the
+   * rounds; `setup` runs untimed before each round, in its own transaction.
+   */
+  const time = async (
+    what: string,
+    per: string,
+    store: "rows" | "indexed",
+    mode: IDBTransactionMode,
+    body: (os: IDBObjectStore, base: number) => void,
+    setup?: (os: IDBObjectStore, base: number) => void,
+  ): Promise<void> => {
+    const samples: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      const base = (next += perRound);
+      if (setup) await transaction("rows", "readwrite", (os) => setup(os, base));
+      const t0 = performance.now();
+      await transaction(store, mode, (os) => body(os, base));
+      samples.push(((performance.now() - t0) * 1000) / perRound);
+    }
+    costs.push({ what, per, microseconds: median(samples), perRound, rounds });
+  };
+  await time("warm-up", "request", "rows", "readwrite", putEvents);
+  costs.length = 0;
+  await time("`put` of a new index row (value `0`)", "request", "rows", "readwrite", (os, base) => {
+    for (let i = 0; i < perRound; i++) os.put(0, ["j", "n", "r", "billing", base + i]);
+  });
+  await time("`put` of a new event row", "request", "rows", "readwrite", putEvents);
+  await time(
+    "`delete` of a stored event row",
+    "request",
+    "rows",
+    "readwrite",
+    (os, base) => {
+      for (let i = 0; i < perRound; i++) os.delete(eventKey(base + i));
+    },
+    putEvents,
+  );
+  await time(
+    "`get` of a stored event row (all issued together)",
+    "request",
+    "rows",
+    "readonly",
+    (os, base) => {
+      for (let i = 0; i < perRound; i++) os.get(eventKey(base + i));
+    },
+    putEvents,
+  );
+  await time(
+    "range read (one `getAll`) of stored event rows",
+    "row",
+    "rows",
+    "readonly",
+    (os, base) => {
+      os.getAll(IDBKeyRange.bound(eventKey(base), eventKey(base + perRound - 1)));
+    },
+    putEvents,
+  );
+  await time("an event row and three index rows: four `put`s", "event", "rows", "readwrite", (os, base) => {
+    for (let i = 0; i < perRound; i++) {
+      const event = events[i]!;
+      os.put({ position: base + i, event }, eventKey(base + i));
+      os.put(base + i, ["j", "n", "i", event.id]);
+      os.put(0, ["j", "n", "k", "acme", event.orderingKey.subject, base + i]);
+      os.put(0, ["j", "n", "r", "billing", base + i]);
+    }
+  });
+  await time("an event row carrying three native index entries: one `put`", "event", "indexed", "readwrite", (os, base) => {
+    for (let i = 0; i < perRound; i++) {
+      const event = events[i]!;
+      os.put(
+        { position: base + i, event, a: ["i", event.id], b: ["k", "acme", event.orderingKey.subject, base + i], c: ["r", "billing", base + i] },
+        eventKey(base + i),
+      );
+    }
+  });
+  db.close();
+  await deleteDatabase(name);
+  return costs;
+}
+
 /** claim 100 + one ackBatch of them with `backlog` events pending over 1,000 ordering keys. */
 async function claimCost(backlog: number, cycles: number): Promise<ClaimCostResult> {
   const name = dbName("claim");
@@ -385,7 +499,8 @@ async function runAll(options: BenchOptions): Promise<BenchResults> {
   for (const arrival of ["sequential", "concurrent"] as const) {
     for (const durability of ["strict", "relaxed"] as const) workbox.push(await versusWorkbox(durability, arrival, q ? 50 : 200, q ? 3 : 5));
   }
-  return { userAgent: navigator.userAgent, strict, relaxed, batch, batchRegistered, pattern, small, large, workbox };
+  const requests = await requestCosts(q ? 100 : 400, q ? 3 : 5);
+  return { userAgent: navigator.userAgent, strict, relaxed, batch, batchRegistered, pattern, small, large, workbox, requests };
 }
 
 (globalThis as { isostoreBench?: typeof runAll }).isostoreBench = runAll;
