@@ -225,8 +225,8 @@ export class Work {
       if (compareKeys(key, high) > 0) high = key;
     }
     // A row of a range read costs a few percent of a point read on IndexedDB
-    // (see read-ahead.ts), so the range may hold several times more rows.
-    const limit = keys.length * 8 + 64;
+    // (see read-ahead.ts), so the range may hold many more rows than wanted.
+    const limit = keys.length * 16 + 64;
     const found = await this.tx.scan({ prefix, lower: low, upper: high }, { limit });
     if (found.length >= limit) return null;
     const stored = new TupleMap<unknown>();
@@ -257,24 +257,36 @@ export class Work {
     });
     this.tx = await readAhead(this.tx, keys);
     // The standing rows `standing` reads only when the unfinished row is missing (a repeated ack, say).
-    const heads: Key[] = [];
+    const standings: Key[] = [];
     for (const [i, delivery] of deliveries.entries()) {
       const position = positions[i];
       if (position !== undefined && !(await this.tx.get(this.layout.unfinished(delivery.consumer, position)))) {
-        heads.push(this.layout.finished(delivery.consumer, position), this.layout.quarantined(delivery.consumer, position));
+        standings.push(this.layout.finished(delivery.consumer, position), this.layout.quarantined(delivery.consumer, position));
       }
     }
     const located: { consumer: string; position: number; key: UsageEvent["orderingKey"] }[] = [];
+    const heads = new Map<string, Key[]>();
     for (const [i, delivery] of deliveries.entries()) {
       const position = positions[i];
       if (position === undefined) continue;
       const row = await this.tx.get<EventRow>(this.layout.event(position));
       if (!row) continue;
       const key = row.event.orderingKey;
-      heads.push(this.layout.head(delivery.consumer, key.namespace, key.subject));
+      let group = heads.get(delivery.consumer);
+      if (!group) heads.set(delivery.consumer, (group = []));
+      group.push(this.layout.head(delivery.consumer, key.namespace, key.subject));
       located.push({ consumer: delivery.consumer, position, key });
     }
-    this.tx = await readAhead(this.tx, heads);
+    // Each consumer's head rows with one range read when they lie close
+    // together (other keys' heads in between are cheap to read past).
+    const groups = [...heads].map(([consumer, keys]) => ({ prefix: this.layout.headsOf(consumer), keys }));
+    const answers = await Promise.all(groups.map((group) => this.pointsByRange(group.prefix, group.keys)));
+    const known: (readonly [Key, unknown])[] = [];
+    answers.forEach((answer, i) => {
+      if (answer === null) standings.push(...groups[i]!.keys);
+      else known.push(...answer);
+    });
+    this.tx = await readAhead(this.tx, standings, known);
     // Each ack of a key's active event hands the turn on: it scans the key's
     // events after `done` for the first unfinished one (see `advance`). Read
     // those first scans, then the unfinished rows they name, together.
@@ -536,6 +548,16 @@ export class Work {
     if (this.sweptThrough !== null && cutoff <= this.sweptThrough) return 0;
     const scan = this.pruneScan(now, limit);
     const due = await this.tx.scan(scan.range, scan.options);
+    if (this.readsAhead && due.length > 1) {
+      // What deleting each event reads first: the event, and every consumer's unfinished row.
+      const keys: Key[] = [];
+      for (const entry of due) {
+        const position = lastPart(entry.key);
+        keys.push(this.layout.event(position));
+        for (const consumer of meta.consumers) keys.push(this.layout.unfinished(consumer, position));
+      }
+      this.tx = await readAhead(this.tx, keys);
+    }
     for (const entry of due) await this.deleteEvent(lastPart(entry.key), now);
     if (due.length < limit) this.sweptThrough = Math.max(cutoff, this.sweptThrough ?? cutoff);
     return due.length;
