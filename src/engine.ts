@@ -70,6 +70,34 @@ export interface EngineTransaction {
   put(key: Key, value: unknown): void;
   delete(key: Key): void;
   scan<V = unknown>(range: KeyRange, options?: ScanOptions): Promise<Entry<V>[]>;
+  /**
+   * Optional: delete every key `range` holds (the keys `scan(range)` would
+   * visit), queued like `delete` and with the same effect as deleting each.
+   * An engine offers it when it can do better than a scan and a delete per
+   * key (IndexedDB: one request instead of one per key). Callers use
+   * {@link clearRange}, which falls back to exactly that.
+   */
+  deleteRange?(range: KeyRange): void;
+}
+
+/**
+ * Delete every key in `range`: with the engine's own `deleteRange` when it
+ * has one (one request on IndexedDB), else by scanning the range and deleting
+ * each key. Await it before relying on the keys being gone.
+ *
+ * @example
+ * ```ts
+ * await engine.transact("readwrite", async (tx) => {
+ *   await clearRange(tx, { prefix: ["sessions", "user-1"] });
+ * });
+ * ```
+ */
+export async function clearRange(tx: EngineTransaction, range: KeyRange): Promise<void> {
+  if (tx.deleteRange) {
+    tx.deleteRange(range);
+    return;
+  }
+  for (const entry of await tx.scan(range)) tx.delete(entry.key);
 }
 
 /** A transactional, ordered key-value store over tuple keys. */

@@ -108,4 +108,15 @@ describe("TupleMap", () => {
     expect(map.get(["k"])).toBeUndefined();
     expect(map.levelCount()).toBe(0);
   });
+
+  it("forEach visits every value once with its whole key", () => {
+    const map = new TupleMap<string>();
+    const keys = [["a"], ["a", 1], ["a", 2, "x"], ["b", "c"], [0]];
+    for (const key of keys) map.set(key, JSON.stringify(key));
+    map.delete(["b", "c"]);
+    const seen: [string, unknown][] = [];
+    map.forEach((value, key) => seen.push([value, key]));
+    const expected = keys.filter((key) => key[0] !== "b").map((key) => [JSON.stringify(key), key]);
+    expect(seen.sort()).toEqual(expected.sort());
+  });
 });

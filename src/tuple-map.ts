@@ -117,6 +117,22 @@ export class TupleMap<V> {
     return value;
   }
 
+  /** Call `visit` with every value and its key (a new array per key; order unspecified). */
+  forEach(visit: (value: V, key: Key) => void): void {
+    const path: KeyPart[] = [];
+    const walk = (level: TupleMapLevel, depth: number): void => {
+      for (const [part, next] of level) {
+        path.push(part);
+        if (depth === 0) visit(next as V, path.slice());
+        else walk(next as TupleMapLevel, depth - 1);
+        path.pop();
+      }
+    };
+    this.roots.forEach((root, n) => {
+      if (root !== undefined) walk(root, n - 1);
+    });
+  }
+
   /** Remove every key. */
   clear(): void {
     this.roots = [];

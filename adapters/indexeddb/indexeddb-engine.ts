@@ -6,7 +6,7 @@
  * `./index.ts`.
  *
  * What it promises, beyond the {@link Engine} contract:
- * - Atomicity is IndexedDB's: `put` / `delete` issue requests without waiting
+ * - Atomicity is IndexedDB's: `put` / `delete` / `deleteRange` issue requests without waiting
  *   (a request that fails aborts the transaction, so `transact` rejects);
  *   `get` / `scan` await their requests. A body that throws or rejects aborts
  *   the transaction (`tx.abort()`) and `transact` rejects with exactly what it
@@ -214,6 +214,20 @@ class IndexedDbTransaction implements EngineTransaction {
     if (!isValidKey(key)) throw this.fail(invalidKeyError(key));
     try {
       this.store.delete(idbKey(key));
+    } catch (error) {
+      throw this.fail(error);
+    }
+  }
+
+  /** One request for the whole range (`IDBObjectStore.delete` of a key range). */
+  deleteRange(range: KeyRange): void {
+    if (!this.live) throw dead();
+    if (this.readonly) throw this.fail(readonlyWrite("deleteRange"));
+    try {
+      const query = toIdbRange(range, this.platform);
+      if (query === null) return;
+      if (query === undefined) this.store.clear();
+      else this.store.delete(query);
     } catch (error) {
       throw this.fail(error);
     }

@@ -39,6 +39,7 @@
  * - `scan` intersects `prefix`, `lower` and `upper` into one interval of
  *   encodings, so it visits exactly the keys `inRange` accepts: an empty
  *   prefix means every key, and an absent (or falsy) bound is unbounded.
+ *   `deleteRange` deletes exactly the keys `scan` of the same range visits.
  * - `close()` refuses later `transact` calls, lets the already queued ones
  *   finish, then drops the data.
  * - Scheduling: a transaction starts one microtask after `transact` (or right
@@ -205,47 +206,33 @@ class MemoryTransaction implements EngineTransaction {
     try {
       const limit = checkScanLimit(options?.limit, PREFIX);
       const reverse = options?.reverse === true;
-      // Intersect the prefix and the lower/upper bounds into one interval of
-      // encodings (a tighter bound wins; on a tie, the open one).
-      let lower: string | undefined;
-      let lowerOpen = false;
-      let upper: string | undefined;
-      let upperOpen = false;
-      if (range.prefix) {
-        const prefix = range.prefix;
-        // An empty prefix is every key (as in `inRange`); otherwise it must be a valid key.
-        if (!(Array.isArray(prefix) && prefix.length === 0)) {
-          if (checkKey(prefix) === INVALID) throw invalidKeyError(prefix);
-          lower = encodeKey(prefix);
-          upper = prefixUpperBound(lower);
-          upperOpen = true;
-        }
-      }
-      if (range.lower) {
-        if (checkKey(range.lower) === INVALID) throw invalidKeyError(range.lower);
-        const enc = encodeKey(range.lower);
-        const open = range.lowerOpen === true;
-        if (lower === undefined || enc > lower || (enc === lower && open)) {
-          lower = enc;
-          lowerOpen = open;
-        }
-      }
-      if (range.upper) {
-        // (A tie with the prefix's bound cannot happen: that bound is never a
-        // key encoding. The tie rule is kept so the intersection stays exact.)
-        if (checkKey(range.upper) === INVALID) throw invalidKeyError(range.upper);
-        const enc = encodeKey(range.upper);
-        const open = range.upperOpen === true;
-        if (upper === undefined || enc < upper || (enc === upper && open)) {
-          upper = enc;
-          upperOpen = open;
-        }
-      }
+      const { lower, lowerOpen, upper, upperOpen } = encodedInterval(range);
       const out: Entry[] = [];
       this.store.tree.scan(lower, lowerOpen, upper, upperOpen, reverse, limit, (slot) => {
         out.push({ key: slot.key, value: slot.value });
       });
       return Promise.resolve(out as Entry<V>[]);
+    } catch (error) {
+      throw this.fail(error);
+    }
+  }
+
+  /** Delete every key of `range`: one walk of the tree, then a delete per key (each in the undo log). */
+  deleteRange(range: KeyRange): void {
+    if (!this.live) throw dead();
+    if (this.readonly) throw this.fail(readonlyWrite("deleteRange"));
+    try {
+      const { lower, lowerOpen, upper, upperOpen } = encodedInterval(range);
+      const doomed: Slot[] = [];
+      const { slots, tree } = this.store;
+      tree.scan(lower, lowerOpen, upper, upperOpen, false, Infinity, (slot) => {
+        doomed.push(slot);
+      });
+      for (const slot of doomed) {
+        slots.delete(slot.key);
+        tree.delete(slot.enc);
+        this.log(slot, REMOVED, undefined);
+      }
     } catch (error) {
       throw this.fail(error);
     }
@@ -293,6 +280,50 @@ class MemoryTransaction implements EngineTransaction {
     }
     return error;
   }
+}
+
+/**
+ * `range` as one interval of key encodings: `prefix`, `lower` and `upper`
+ * intersected (a tighter bound wins; on a tie, the open one), so a walk
+ * visits exactly the keys `inRange` accepts. An empty prefix means every key,
+ * and an absent (or falsy) bound is unbounded. Throws `InvalidKeyError` for
+ * an invalid bound.
+ */
+function encodedInterval(range: KeyRange): { lower: string | undefined; lowerOpen: boolean; upper: string | undefined; upperOpen: boolean } {
+  let lower: string | undefined;
+  let lowerOpen = false;
+  let upper: string | undefined;
+  let upperOpen = false;
+  if (range.prefix) {
+    const prefix = range.prefix;
+    if (!(Array.isArray(prefix) && prefix.length === 0)) {
+      if (checkKey(prefix) === INVALID) throw invalidKeyError(prefix);
+      lower = encodeKey(prefix);
+      upper = prefixUpperBound(lower);
+      upperOpen = true;
+    }
+  }
+  if (range.lower) {
+    if (checkKey(range.lower) === INVALID) throw invalidKeyError(range.lower);
+    const enc = encodeKey(range.lower);
+    const open = range.lowerOpen === true;
+    if (lower === undefined || enc > lower || (enc === lower && open)) {
+      lower = enc;
+      lowerOpen = open;
+    }
+  }
+  if (range.upper) {
+    // (A tie with the prefix's bound cannot happen: that bound is never a
+    // key encoding. The tie rule is kept so the intersection stays exact.)
+    if (checkKey(range.upper) === INVALID) throw invalidKeyError(range.upper);
+    const enc = encodeKey(range.upper);
+    const open = range.upperOpen === true;
+    if (upper === undefined || enc < upper || (enc === upper && open)) {
+      upper = enc;
+      upperOpen = open;
+    }
+  }
+  return { lower, lowerOpen, upper, upperOpen };
 }
 
 /**

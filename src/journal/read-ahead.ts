@@ -54,7 +54,24 @@ class ReadAheadTransaction implements EngineTransaction {
   /** Lengths of the prefixes of cached scans (a written key is checked against each). */
   private readonly prefixLengths = new Set<number>();
 
-  constructor(private readonly tx: EngineTransaction) {}
+  /** Present when the engine's handle has it: forwards, and forgets what it cached in the range. */
+  readonly deleteRange?: (range: KeyRange) => void;
+
+  constructor(private readonly tx: EngineTransaction) {
+    if (tx.deleteRange) {
+      this.deleteRange = (range: KeyRange): void => {
+        tx.deleteRange!(range);
+        // A key still being read is absent from now on too (its read answers what it held before).
+        this.values.forEach((_value, key) => {
+          if (inRange(key, range)) this.values.set(key, ABSENT);
+        });
+        // Cached scans are few and short-lived: forget them all rather than work out which overlap.
+        this.scans.clear();
+        this.scanCount = 0;
+        this.prefixLengths.clear();
+      };
+    }
+  }
 
   /** Read `keys` and `scans` together and cache the answers; `known` are cached as given. */
   async load(keys: readonly Key[], known: readonly (readonly [Key, unknown])[], scans: readonly ScanRequest[]): Promise<void> {

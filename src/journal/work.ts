@@ -47,6 +47,14 @@ const CHUNK = 64;
  */
 const FIRST_UNFINISHED_CHUNK = 2;
 
+/** What pruning a page of events deletes together at the end (see `Work.flushDeletes`). */
+interface DeferredDeletes {
+  /** Positions whose event rows go. */
+  readonly events: number[];
+  /** Per consumer, positions whose finished rows go. */
+  readonly finished: Map<string, number[]>;
+}
+
 /** The last element of a key (positions are always last). */
 export function lastPart(key: Key): number {
   return key[key.length - 1] as number;
@@ -512,15 +520,20 @@ export class Work {
 
   // ---- events -------------------------------------------------------------------
 
-  /** Delete an event and everything every consumer knows about it. */
-  async deleteEvent(position: number, now: number | null): Promise<void> {
+  /**
+   * Delete an event and everything every consumer knows about it. With
+   * `deferred`, its event row, delivered entry and finished rows are collected
+   * there instead, for {@link flushDeletes} to delete with the other events'.
+   */
+  async deleteEvent(position: number, now: number | null, deferred?: DeferredDeletes): Promise<void> {
     const event = await this.eventAt(position);
     const { namespace, subject } = event.orderingKey;
-    this.tx.delete(this.layout.event(position));
+    if (deferred) deferred.events.push(position);
+    else this.tx.delete(this.layout.event(position));
     this.tx.delete(this.layout.id(event.id));
     // Always (cheap when absent): data written before `k` was conditional may hold it with no consumer.
     this.tx.delete(this.layout.keyEvent(namespace, subject, position));
-    this.tx.delete(this.layout.delivered(event.observedAt, position));
+    if (!deferred) this.tx.delete(this.layout.delivered(event.observedAt, position));
     if (await this.openIndexed()) this.tx.delete(this.layout.open(position));
     const meta = await this.meta();
     for (const consumer of meta.consumers) {
@@ -531,11 +544,52 @@ export class Work {
         await this.bump(consumer, { unfinished: -1 });
         await this.clearSlot(consumer, position, row);
         await this.leftBacklog(consumer, event, position, now);
+      } else if (deferred) {
+        let finished = deferred.finished.get(consumer);
+        if (!finished) deferred.finished.set(consumer, (finished = []));
+        finished.push(position);
       } else {
         this.tx.delete(this.layout.finished(consumer, position));
       }
     }
     this.setMeta({ stored: (await this.meta()).stored - 1 });
+  }
+
+  /**
+   * Delete what {@link deleteEvent} deferred: runs of consecutive positions
+   * with one range delete each where the engine has `deleteRange` (on
+   * IndexedDB one request instead of one per row).
+   */
+  private flushDeletes(deferred: DeferredDeletes): void {
+    this.deleteRuns(deferred.events, (position) => this.layout.event(position));
+    for (const [consumer, positions] of deferred.finished) this.deleteRuns(positions, (position) => this.layout.finished(consumer, position));
+  }
+
+  /**
+   * Delete the rows `keyOf(position)` of `positions`. The rows of one table
+   * differ only in their last element, an integer position, so a run of
+   * consecutive positions is every key stored from its first to its last.
+   */
+  private deleteRuns(positions: readonly number[], keyOf: (position: number) => Key): void {
+    const sorted = [...positions].sort((a, b) => a - b);
+    let start = 0;
+    for (let end = 1; end <= sorted.length; end++) {
+      if (end < sorted.length && sorted[end] === sorted[end - 1]! + 1) continue;
+      const keys = sorted.slice(start, end).map(keyOf);
+      this.deleteListed(keys[0]!.slice(0, -1), keys);
+      start = end;
+    }
+  }
+
+  /**
+   * Delete `keys`, in key order, which the caller knows are every key stored
+   * under `prefix` from the first to the last of them (a scan's page, a run
+   * of positions): one range delete where the engine has `deleteRange` (one
+   * request on IndexedDB instead of one per key), else one delete each.
+   */
+  private deleteListed(prefix: Key, keys: readonly Key[]): void {
+    if (keys.length > 1 && this.tx.deleteRange) this.tx.deleteRange({ prefix, lower: keys[0]!, upper: keys[keys.length - 1]! });
+    else for (const key of keys) this.tx.delete(key);
   }
 
   /** Forget up to `limit` delivered events whose window has passed. */
@@ -558,7 +612,12 @@ export class Work {
       }
       this.tx = await readAhead(this.tx, keys);
     }
-    for (const entry of due) await this.deleteEvent(lastPart(entry.key), now);
+    const deferred: DeferredDeletes = { events: [], finished: new Map() };
+    for (const entry of due) await this.deleteEvent(lastPart(entry.key), now, deferred);
+    // The due entries are every `x` entry from the first to the last (one
+    // scan's page; deleting events writes no `x` entry).
+    this.deleteListed(this.layout.deliveredAll(), due.map((entry) => entry.key));
+    this.flushDeletes(deferred);
     if (due.length < limit) this.sweptThrough = Math.max(cutoff, this.sweptThrough ?? cutoff);
     return due.length;
   }
@@ -702,6 +761,10 @@ export class Work {
           entries.flatMap((entry) => [this.layout.unfinished(consumer, lastPart(entry.key)), this.layout.event(lastPart(entry.key))]),
         );
       }
+      // The ready entries claimed from this page: its first ones, every entry
+      // from the first to the last of them (the loop stops at a quarantine,
+      // the only step that writes a ready entry, and that one lies after them).
+      const claimed: Key[] = [];
       for (const entry of entries) {
         const position = lastPart(entry.key);
         after = position;
@@ -715,7 +778,7 @@ export class Work {
         }
         const attempt = row.attempts + 1;
         const leaseExpiresAt = now + leaseMs;
-        this.tx.delete(entry.key);
+        claimed.push(entry.key);
         this.tx.put(this.layout.leased(consumer, leaseExpiresAt, position), 0);
         this.tx.put(this.layout.unfinished(consumer, position), {
           ...row,
@@ -727,6 +790,7 @@ export class Work {
         await this.bump(consumer, { leased: 1 });
         deliveries.push({ id: { consumer: consumer as Delivery["id"]["consumer"], event: event.id, attempt }, event, leaseExpiresAt });
       }
+      this.deleteListed(readyPrefix, claimed);
     }
     return deliveries;
   }

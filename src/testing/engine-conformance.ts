@@ -9,7 +9,7 @@
  *   concrete values (key order, scan ranges, own writes, rollback, readonly,
  *   refused writes, serializability, `durable`, reopen, values, close);
  * - a model-based case: random batches of transactions submitted together
- *   (puts, deletes, gets, scans over random ranges, bodies that throw halfway,
+ *   (puts, deletes, range deletes, gets, scans over random ranges, bodies that throw halfway,
  *   writes the engine must refuse) against a naive model, an array kept sorted
  *   with `compareKeys` and filtered with `inRange`. Every read must equal the
  *   model's, a failed transaction must leave no trace, and the committed state
@@ -24,7 +24,7 @@
  */
 import fc from "fast-check";
 import type { Arbitrary } from "fast-check";
-import { compareKeys, inRange, type Engine, type EngineTransaction, type Entry, type Key, type KeyRange, type ScanOptions, type TransactionMode } from "../engine.js";
+import { clearRange, compareKeys, inRange, type Engine, type EngineTransaction, type Entry, type Key, type KeyRange, type ScanOptions, type TransactionMode } from "../engine.js";
 import type { ConformanceCase } from "./journal-conformance.js";
 import { soakRequested } from "./soak.js";
 
@@ -66,7 +66,7 @@ export function engineConformanceCases(options: EngineConformanceOptions): Confo
   const runs = options.runs ?? (soakRequested() ? 2000 : 100);
   return [
     {
-      name: `random concurrent transactions (puts, deletes, gets, scans, throwing bodies, refused writes${options.reopen ? ", reopens" : ""}) agree with a sorted-array model`,
+      name: `random concurrent transactions (puts, deletes, range deletes, gets, scans, throwing bodies, refused writes${options.reopen ? ", reopens" : ""}) agree with a sorted-array model`,
       run: () => runModelBased(options, runs),
       timeoutMs: 60_000 + runs * 400,
     },
@@ -300,6 +300,42 @@ function exampleCases(options: EngineConformanceOptions): ConformanceCase[] {
             { key: ["c", 1], value: "c1" },
           ];
           check(sameEntries(all, expected), "scan after commit", expected, all);
+        }),
+    },
+    {
+      name: "clearRange (deleteRange where the engine has it): deletes exactly the keys scan visits, later reads of the body see it, a throw undoes it, and a readonly transaction refuses it",
+      run: () =>
+        withEngine(options, async (engine) => {
+          const keys: Key[] = [["p", 1], ["p", 2], ["p", 2.5], ["p", 3], ["p", "x"], ["p", 3, "deep"], ["q", 1], ["p"]];
+          await engine.transact("readwrite", async (tx) => {
+            for (const key of keys) tx.put(key, show(key));
+          });
+          const range: KeyRange = { prefix: ["p"], lower: ["p", 2], upper: ["p", 3, "deep"] };
+          const seen = await engine.transact("readwrite", async (tx) => {
+            await clearRange(tx, range);
+            tx.put(["p", 2.5], "back");
+            return { gone: await tx.get(["p", 2]), back: await tx.get(["p", 2.5]), keys: keysOfEntries(await tx.scan({ prefix: ["p"] })) };
+          });
+          const left: Key[] = [["p"], ["p", 1], ["p", 2.5], ["p", "x"]];
+          check(seen.gone === undefined, "get of a key clearRange deleted, in the same body", undefined, seen.gone);
+          check(seen.back === "back", "a put after clearRange in the same body", "back", seen.back);
+          check(sameKeys(seen.keys, left), "scan after clearRange in the same body", left, seen.keys);
+          await expectKeys(engine, {}, {}, [...left, ["q", 1]]);
+          const before = await scanAll(engine);
+          await expectRejection(
+            () =>
+              engine.transact("readwrite", async (tx) => {
+                await clearRange(tx, { prefix: ["p"] });
+                throw new Error("rolled back on purpose");
+              }),
+            "a body that throws after clearRange",
+          );
+          await expectUntouched(engine, before, "a body that threw after clearRange");
+          const readonly = engine.transact("readonly", async (tx) => {
+            await clearRange(tx, { prefix: ["q"] });
+          });
+          await expectRejection(() => readonly, "clearRange in a readonly transaction");
+          await expectUntouched(engine, before, "a readonly transaction that tried clearRange");
         }),
     },
     {
@@ -761,6 +797,10 @@ class SortedArrayModel {
     this.entries = this.entries.filter((entry) => compareKeys(entry.key, key) !== 0);
   }
 
+  deleteRange(range: KeyRange): void {
+    this.entries = this.entries.filter((entry) => !inRange(entry.key, range));
+  }
+
   get(key: Key): unknown {
     return this.entries.find((entry) => compareKeys(entry.key, key) === 0)?.value;
   }
@@ -811,6 +851,8 @@ type Op =
   | { readonly t: "delete"; readonly key: Key }
   | { readonly t: "get"; readonly key: Key }
   | { readonly t: "scan"; readonly range: KeyRange; readonly options: ScanOptions }
+  /** `clearRange`: the engine's `deleteRange` where it has one (skipped in a readonly transaction). */
+  | { readonly t: "clearRange"; readonly range: KeyRange }
   /** A write the engine must refuse whatever the mode: a key with a NaN or an Infinity in it. */
   | { readonly t: "invalid"; readonly call: "put" | "delete"; readonly key: Key };
 
@@ -819,6 +861,7 @@ const opArb: Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ t: fc.constant("delete" as const), key: keyArb }) },
   { weight: 2, arbitrary: fc.record({ t: fc.constant("get" as const), key: keyArb }) },
   { weight: 3, arbitrary: fc.record({ t: fc.constant("scan" as const), range: rangeArb, options: scanOptionsArb }) },
+  { weight: 1, arbitrary: fc.record({ t: fc.constant("clearRange" as const), range: rangeArb }) },
   {
     weight: 1,
     arbitrary: fc.record({
@@ -893,6 +936,8 @@ function describeOp(op: Op): string {
       return `get(${show(op.key)})`;
     case "scan":
       return `scan(${show(op.range)}, ${show(op.options)})`;
+    case "clearRange":
+      return `clearRange(${show(op.range)})`;
     case "invalid":
       return `${op.call}(${show(op.key)}) (invalid key)`;
   }
@@ -955,6 +1000,11 @@ function body(label: string, plan: Plan, index: number, record: BodyRecord) {
           });
           break;
         }
+        case "clearRange":
+          if (plan.mode === "readonly") break;
+          await clearRange(tx, op.range);
+          record.calls.push((draft) => draft.deleteRange(op.range));
+          break;
         case "scan": {
           const actual = await tx.scan(op.range, op.options);
           record.calls.push((draft) => {

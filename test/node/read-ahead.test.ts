@@ -124,4 +124,28 @@ describe("read-ahead", () => {
     });
     await engine.close();
   });
+
+  it("forwards deleteRange when the engine has it, and forgets what it cached in the range", async () => {
+    const engine = memoryEngine();
+    await engine.transact("readwrite", async (raw) => {
+      for (const n of [1, 2, 3, 4]) raw.put(["d", n], n);
+      raw.put(["d", "s"], "string");
+      const tx = Object.assign(counting(raw), { deleteRange: raw.deleteRange!.bind(raw) });
+      const scan = { range: { prefix: ["d"] } };
+      const cached = await readAhead(tx, [["d", 1], ["d", 3], ["d", "s"]], [], [scan]);
+      const [gets, scans] = [tx.gets, tx.scans];
+      cached.deleteRange!({ prefix: ["d"], lower: ["d", 2], upper: ["d", 3] });
+      expect(await cached.get(["d", 1])).toBe(1);
+      expect(await cached.get(["d", 3])).toBeUndefined();
+      expect(await cached.get(["d", "s"])).toBe("string");
+      expect([tx.gets, tx.scans]).toEqual([gets, scans]);
+      // The cached scan is read again, and sees the deletion.
+      expect((await cached.scan(scan.range)).map((entry) => entry.key)).toEqual([["d", 1], ["d", 4], ["d", "s"]]);
+      expect(tx.scans).toBe(scans + 1);
+      // Over a handle without deleteRange, the wrapper has none either (callers fall back to clearRange's scan and deletes).
+      const plain = await readAhead(counting(raw), []);
+      expect(typeof plain.deleteRange === "function").toBe(false);
+    });
+    await engine.close();
+  });
 });
