@@ -340,7 +340,10 @@ class EngineJournal implements UsageJournal {
     const now = this.clock();
     return this.run("readwrite", async (work) => {
       const valid = ids.filter((id): id is DeliveryId => !(id instanceof JournalError));
-      if (valid.length > 1) await work.readAheadForAck(valid);
+      if (valid.length > 1) {
+        await work.readAheadForAck(valid);
+        work.deferLeaseDeletes();
+      }
       const results: AckResult[] = [];
       for (const id of ids) {
         if (id instanceof JournalError) {
@@ -356,6 +359,7 @@ class EngineJournal implements UsageJournal {
           results.push({ ok: false, error });
         }
       }
+      await work.flushLeaseDeletes();
       return results;
     });
   }

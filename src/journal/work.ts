@@ -105,6 +105,8 @@ export class Work {
    * when an event becomes delivered).
    */
   private sweptThrough: number | null = null;
+  /** Lease entries an ackBatch removes, by consumer, while {@link deferLeaseDeletes} holds. */
+  private leaseDeletes: Map<string, Key[]> | null = null;
 
   /**
    * @param readsAhead whether batch operations read their keys in groups
@@ -435,8 +437,46 @@ export class Work {
     if (row.slot === Slot.Ready) this.tx.delete(this.layout.ready(consumer, position));
     else if (row.slot === Slot.Waiting) this.tx.delete(this.layout.waiting(consumer, row.availableAt, position));
     else if (row.slot === Slot.Leased) {
-      this.tx.delete(this.layout.leased(consumer, latest(row.history)!.leaseExpiresAt, position));
+      const key = this.layout.leased(consumer, latest(row.history)!.leaseExpiresAt, position);
+      const deferred = this.leaseDeletes?.get(consumer);
+      if (deferred) deferred.push(key);
+      else if (this.leaseDeletes) this.leaseDeletes.set(consumer, [key]);
+      else this.tx.delete(key);
       await this.bump(consumer, { leased: -1 });
+    }
+  }
+
+  /**
+   * From now on, collect the lease entries acks remove instead of deleting
+   * them one by one, for {@link flushLeaseDeletes} (an `ackBatch`: nothing it
+   * does reads the lease index). Only where the engine has `deleteRange`.
+   */
+  deferLeaseDeletes(): void {
+    if (this.tx.deleteRange) this.leaseDeletes = new Map();
+  }
+
+  /**
+   * Delete the collected lease entries: a consumer's entries with one range
+   * delete when they are every entry from the first to the last of them (the
+   * usual batch: the deliveries of one claim, acknowledged together), which
+   * one scan of that range checks; else one by one.
+   */
+  async flushLeaseDeletes(): Promise<void> {
+    const collected = this.leaseDeletes;
+    this.leaseDeletes = null;
+    if (!collected) return;
+    for (const [consumer, keys] of collected) {
+      keys.sort(compareKeys);
+      const prefix = this.layout.leasedAll(consumer);
+      if (keys.length > 1) {
+        // The keys are stored and distinct: the range holds only them when it holds that many.
+        const stored = await this.tx.scan({ prefix, lower: keys[0]!, upper: keys[keys.length - 1]! }, { limit: keys.length + 1 });
+        if (stored.length === keys.length) {
+          this.deleteListed(prefix, keys);
+          continue;
+        }
+      }
+      for (const key of keys) this.tx.delete(key);
     }
   }
 

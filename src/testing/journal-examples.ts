@@ -302,6 +302,27 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     await expectRejects(() => journal.ackBatch(new Array<DeliveryId>(1001).fill(d1!)), invalidArgument("deliveries"), "over 1000 deliveries");
   });
 
+  example("ackBatch of part of a claim leaves the rest in flight: their leases still run out and they are redelivered", {}, async ({ journal, time, t0, capacity }) => {
+    for (const n of [1, 2, 3, 4, 5]) await journal.append(usage(n, `user-${n}`, t0));
+    const claimed = (await journal.claim(billing, lease(time))).map((delivery) => delivery.id);
+    expectEqual(claimed.length, 5, "one claim of five keys");
+    time.advance(10);
+    // The first, third and fifth: the acked leases surround the others'.
+    expectEqual(await journal.ackBatch([claimed[0]!, claimed[2]!, claimed[4]!]), [{ ok: true }, { ok: true }, { ok: true }], "acked");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 2, quarantined: 0, oldestPendingAgeMs: null }), "two still in flight");
+    time.advance(5000);
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 2, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 5010 }), "their leases ran out");
+    const again = await journal.claim(billing, lease(time));
+    expectEqual(
+      again.map((delivery) => [delivery.id.event, delivery.id.attempt]),
+      [
+        [rid(2), 2],
+        [rid(4), 2],
+      ],
+      "the two not acknowledged are delivered again",
+    );
+  });
+
   example("the recovery ack of an expired attempt is honoured after redelivery", { maxDeliveryAttempts: 3 }, async ({ journal, time, t0, capacity }) => {
     await journal.append(usage(1, "user-1", t0));
     const first = only(await journal.claim(billing, lease(time)), "first claim").id;
