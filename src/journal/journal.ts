@@ -380,8 +380,8 @@ class EngineJournal implements UsageJournal {
   }
 
   /** Gates of extend and nack: the delivery must be the current attempt of a running lease. */
-  private async current(work: Work, delivery: DeliveryId, now: number): Promise<{ position: number; row: UnfinishedRow }> {
-    const { position, standing } = await this.locate(work, delivery);
+  private async current(work: Work, delivery: DeliveryId, now: number): Promise<{ event: UsageEvent; position: number; row: UnfinishedRow }> {
+    const { event, position, standing } = await this.locate(work, delivery);
     if (standing.kind === "finished") {
       if (standing.row.status === "acked") throw new AlreadyAcknowledgedError(delivery);
       throw new NotOutstandingError(delivery, "an operator discarded the event");
@@ -390,7 +390,7 @@ class EngineJournal implements UsageJournal {
     if (standing.kind === "none" || delivery.attempt !== standing.row.attempts || !inFlightAt(standing.row, now)) {
       throw new NotOutstandingError(delivery, "it is not the current attempt of a running lease");
     }
-    return { position, row: standing.row };
+    return { event, position, row: standing.row };
   }
 
   async extend(delivery: DeliveryId, options: ExtendOptions): Promise<{ leaseExpiresAt: number }> {
@@ -406,8 +406,8 @@ class EngineJournal implements UsageJournal {
   async nack(delivery: DeliveryId, options: NackOptions): Promise<void> {
     const { delivery: id, retryAfterMs, error, now } = checkNack(delivery, options);
     await this.run("readwrite", async (work) => {
-      const { position, row } = await this.current(work, id, now);
-      await work.nackCurrent(id.consumer, position, row, error, now, now + retryAfterMs);
+      const { event, position, row } = await this.current(work, id, now);
+      await work.nackCurrent(id.consumer, event, position, row, error, now, now + retryAfterMs);
     });
   }
 

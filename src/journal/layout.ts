@@ -42,7 +42,13 @@
 import type { Key } from "../engine.js";
 import type { Attempt, PoisonReason, UsageEvent } from "./types.js";
 
-/** Where an active event sits: not active, ready, leased, waiting. */
+/**
+ * Where an event sits while it is its key's active event: in `l` (Leased), in
+ * `w` (Waiting), otherwise in `r`. `None` and `Ready` both mean "neither
+ * leased nor waiting": such an event is ready exactly when the key's head row
+ * names it active. (Handing a key's turn to its next event then writes the
+ * head and the ready entry, and not the event's row: `None` stays.)
+ */
 export const Slot = { None: 0, Ready: 1, Leased: 2, Waiting: 3 } as const;
 export type Slot = (typeof Slot)[keyof typeof Slot];
 
@@ -85,7 +91,7 @@ export interface UnfinishedRow {
   readonly history: readonly Attempt[];
   /** The event's observedAt (for the oldest pending age). */
   readonly observedAt: number;
-  /** Where it sits when it is its key's active event. */
+  /** Where it sits when it is its key's active event (see {@link Slot}: `None` or `Ready` is ready when active). */
   readonly slot: Slot;
 }
 
