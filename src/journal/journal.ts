@@ -436,7 +436,7 @@ class EngineJournal implements UsageJournal {
         },
         4,
       );
-      return { pending: row.unfinished - inFlight, inFlight, quarantined: row.quarantined, oldestPendingAgeMs, ...base };
+      return { pending: (await work.unfinishedCount(id)) - inFlight, inFlight, quarantined: row.quarantined, oldestPendingAgeMs, ...base };
     });
   }
 

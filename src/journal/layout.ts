@@ -73,9 +73,17 @@ export interface EventRow {
   readonly event: UsageEvent;
 }
 
+/**
+ * A consumer's counters. Its unfinished events are the stored ones it has
+ * neither finished nor quarantined (`MetaRow.stored - finished -
+ * quarantined`): counting finished events rather than unfinished ones spares
+ * an append the write of every consumer's row (an append changes `stored`
+ * only). Rows written before `finished` existed hold `unfinished` instead;
+ * `Work.consumerRow` converts them.
+ */
 export interface ConsumerRow {
-  /** Stored events this consumer has not finished. */
-  readonly unfinished: number;
+  /** Stored events this consumer acked or discarded (its `f` rows). */
+  readonly finished: number;
   readonly quarantined: number;
   /** Entries in this consumer's `l` index (leases, expired or not). */
   readonly leased: number;

@@ -38,7 +38,14 @@ import { readAhead, type ScanRequest } from "./read-ahead.js";
 import { TupleMap } from "../tuple-map.js";
 
 const EMPTY_META: MetaRow = { version: 1, next: 1, stored: 0, dropped: 0, consumers: [], auditSeq: 0 };
-const EMPTY_CONSUMER: ConsumerRow = { unfinished: 0, quarantined: 0, leased: 0 };
+const EMPTY_CONSUMER: ConsumerRow = { finished: 0, quarantined: 0, leased: 0 };
+
+/** A consumer row as written before `ConsumerRow.finished` existed. */
+interface LegacyConsumerRow {
+  readonly unfinished: number;
+  readonly quarantined: number;
+  readonly leased: number;
+}
 /** The most index entries one engine scan fetches while walking. */
 const CHUNK = 64;
 /**
@@ -166,16 +173,29 @@ export class Work {
   async consumerRow(consumer: string): Promise<ConsumerRow> {
     let row = this.consumers.get(consumer);
     if (!row) {
-      row = (await this.tx.get<ConsumerRow>(this.layout.consumer(consumer))) ?? EMPTY_CONSUMER;
+      const stored = await this.tx.get<ConsumerRow | LegacyConsumerRow>(this.layout.consumer(consumer));
+      row = stored === undefined ? EMPTY_CONSUMER : "finished" in stored ? stored : await this.fromLegacy(stored);
       this.consumers.set(consumer, row);
     }
     return row;
   }
 
-  private async bump(consumer: string, delta: { unfinished?: number; quarantined?: number; leased?: number }): Promise<void> {
+  /** A consumer row written before `finished` existed: what it counted, as it is counted now. */
+  private async fromLegacy(row: LegacyConsumerRow): Promise<ConsumerRow> {
+    const { stored } = await this.meta();
+    return { finished: stored - row.unfinished - row.quarantined, quarantined: row.quarantined, leased: row.leased };
+  }
+
+  /** Events stored that `consumer` has neither finished nor quarantined. */
+  async unfinishedCount(consumer: string): Promise<number> {
+    const row = await this.consumerRow(consumer);
+    return (await this.meta()).stored - row.finished - row.quarantined;
+  }
+
+  private async bump(consumer: string, delta: { finished?: number; quarantined?: number; leased?: number }): Promise<void> {
     const row = await this.consumerRow(consumer);
     this.consumers.set(consumer, {
-      unfinished: row.unfinished + (delta.unfinished ?? 0),
+      finished: row.finished + (delta.finished ?? 0),
       quarantined: row.quarantined + (delta.quarantined ?? 0),
       leased: row.leased + (delta.leased ?? 0),
     });
@@ -192,15 +212,15 @@ export class Work {
 
   /**
    * Read, together, what appending these events will look up one by one (their
-   * request ids and, per consumer, their keys' head rows), so an engine with
-   * request round trips waits once instead of per event.
+   * request ids and, per consumer, their keys' head rows, and the first prune
+   * scan), so an engine with request round trips waits once instead of per
+   * event. (An append writes no consumer row: see `ConsumerRow`.)
    */
   async readAheadForAppend(events: readonly UsageEvent[], prune?: { readonly now: number; readonly limit: number }): Promise<void> {
     if (!this.readsAhead) return;
     const consumers = (await this.meta()).consumers;
-    // What `prune` and `bump` will read: the first prune scan and the consumer rows.
+    // What `prune` will read first: its scan.
     const scans: ScanRequest[] = prune === undefined || consumers.length === 0 ? [] : [this.pruneScan(prune.now, prune.limit)];
-    const rows = consumers.filter((consumer) => !this.consumers.has(consumer)).map((consumer) => this.layout.consumer(consumer));
     const groups: { prefix: Key; keys: Key[] }[] = [{ prefix: this.layout.ids(), keys: events.map((event) => this.layout.id(event.id)) }];
     for (const consumer of consumers) {
       groups.push({
@@ -215,7 +235,7 @@ export class Work {
       if (answer === null) keys.push(...groups[i]!.keys);
       else known.push(...answer);
     });
-    this.tx = await readAhead(this.tx, [...keys, ...rows], known, scans);
+    this.tx = await readAhead(this.tx, keys, known, scans);
   }
 
   /**
@@ -594,15 +614,18 @@ export class Work {
       const row = await this.tx.get<UnfinishedRow>(unfinishedKey);
       if (row) {
         this.tx.delete(unfinishedKey);
-        await this.bump(consumer, { unfinished: -1 });
         await this.clearSlot(consumer, position, row, event.orderingKey);
         await this.leftBacklog(consumer, event, position, now);
-      } else if (deferred) {
-        let finished = deferred.finished.get(consumer);
-        if (!finished) deferred.finished.set(consumer, (finished = []));
-        finished.push(position);
       } else {
-        this.tx.delete(this.layout.finished(consumer, position));
+        // Not unfinished and never quarantined (those are not deleted): finished.
+        await this.bump(consumer, { finished: -1 });
+        if (deferred) {
+          let finished = deferred.finished.get(consumer);
+          if (!finished) deferred.finished.set(consumer, (finished = []));
+          finished.push(position);
+        } else {
+          this.tx.delete(this.layout.finished(consumer, position));
+        }
       }
     }
     this.setMeta({ stored: (await this.meta()).stored - 1 });
@@ -655,9 +678,9 @@ export class Work {
     if (this.sweptThrough !== null && cutoff <= this.sweptThrough) return 0;
     const scan = this.pruneScan(now, limit);
     const due = await this.tx.scan(scan.range, scan.options);
-    if (this.readsAhead && due.length > 1) {
-      // What deleting each event reads first: the event, and every consumer's unfinished row.
-      const keys: Key[] = [];
+    if (this.readsAhead && due.length > 0) {
+      // What deleting each event reads: the event, every consumer's unfinished row, and the consumers' counters.
+      const keys: Key[] = meta.consumers.filter((consumer) => !this.consumers.has(consumer)).map((consumer) => this.layout.consumer(consumer));
       for (const entry of due) {
         const position = lastPart(entry.key);
         keys.push(this.layout.event(position));
@@ -731,7 +754,6 @@ export class Work {
         this.tx.put(headKey, { active: position, done: position - 1 } satisfies HeadRow);
         this.activate(consumer, position, fresh, null);
       }
-      await this.bump(consumer, { unfinished: 1 });
     }
     return { status: "accepted", position };
   }
@@ -771,7 +793,7 @@ export class Work {
       this.tx.delete(entry.key);
       if (openIndexed) this.tx.put(this.layout.open(lastPart(entry.key)), 0);
     }
-    this.consumers.set(consumer, { unfinished: meta.stored, quarantined: 0, leased: 0 });
+    this.consumers.set(consumer, { finished: 0, quarantined: 0, leased: 0 });
     this.dirtyConsumers.add(consumer);
   }
 
@@ -856,7 +878,7 @@ export class Work {
     await this.clearSlot(consumer, position, row, event.orderingKey);
     this.tx.delete(this.layout.unfinished(consumer, position));
     this.tx.put(this.layout.finished(consumer, position), { status: "acked", history } satisfies FinishedRow);
-    await this.bump(consumer, { unfinished: -1 });
+    await this.bump(consumer, { finished: 1 });
     // Unfinished by this consumer, it was open or held; delivered to all now, it is neither.
     if (await this.othersFinished(position, consumer)) {
       if (await this.openIndexed()) this.tx.delete(this.layout.open(position));
@@ -888,7 +910,7 @@ export class Work {
       attempts: row.attempts,
       observedAt: row.observedAt,
     } satisfies QuarantineRow);
-    await this.bump(consumer, { unfinished: -1, quarantined: 1 });
+    await this.bump(consumer, { quarantined: 1 });
     if (await this.openIndexed()) this.tx.delete(this.layout.open(position)); // a quarantined event is never a drop candidate
     await this.leftBacklog(consumer, event, position, at);
   }
@@ -913,7 +935,7 @@ export class Work {
   /** Operator release: the quarantined event is unfinished again, at its position. */
   async release(consumer: string, event: UsageEvent, position: number, row: QuarantineRow, now: number): Promise<void> {
     this.tx.delete(this.layout.quarantined(consumer, position));
-    await this.bump(consumer, { unfinished: 1, quarantined: -1 });
+    await this.bump(consumer, { quarantined: -1 });
     if ((await this.openIndexed()) && !(await this.othersQuarantined(position, consumer))) this.tx.put(this.layout.open(position), 0);
     const released: UnfinishedRow = {
       attempts: row.attempts,
@@ -949,7 +971,7 @@ export class Work {
   async discard(consumer: string, event: UsageEvent, position: number, row: QuarantineRow): Promise<void> {
     this.tx.delete(this.layout.quarantined(consumer, position));
     this.tx.put(this.layout.finished(consumer, position), { status: "discarded", history: row.history } satisfies FinishedRow);
-    await this.bump(consumer, { quarantined: -1 });
+    await this.bump(consumer, { quarantined: -1, finished: 1 });
     if (await this.othersFinished(position, consumer)) this.markDelivered(event, position);
     else if ((await this.openIndexed()) && !(await this.othersQuarantined(position, consumer))) this.tx.put(this.layout.open(position), 0);
   }
