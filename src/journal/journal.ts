@@ -168,7 +168,7 @@ class EngineJournal implements UsageJournal {
   private async run<T>(mode: TransactionMode, body: (work: Work) => Promise<T>): Promise<T> {
     try {
       return await this.engine.transact(mode, async (tx) => {
-        const work = new Work(tx, this.layout, this.capacity, this.engine.localReads !== true);
+        const work = new Work(tx, this.layout, this.capacity, this.engine.localReads !== true, mode === "readwrite");
         const result = await body(work);
         work.flush();
         return result;

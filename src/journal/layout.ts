@@ -66,6 +66,12 @@ export interface MetaRow {
   readonly auditSeq: number;
   /** Whether the `o` index (drop candidates) is kept; absent means kept. */
   readonly openIndexed?: boolean;
+  /**
+   * Whether every consumer row counts finished events (see {@link ConsumerRow});
+   * absent in data written before: the first writing transaction converts the
+   * rows and sets it.
+   */
+  readonly countsFinished?: boolean;
 }
 
 export interface EventRow {
@@ -79,7 +85,7 @@ export interface EventRow {
  * quarantined`): counting finished events rather than unfinished ones spares
  * an append the write of every consumer's row (an append changes `stored`
  * only). Rows written before `finished` existed hold `unfinished` instead;
- * `Work.consumerRow` converts them.
+ * the first writing transaction converts them (`MetaRow.countsFinished`).
  */
 export interface ConsumerRow {
   /** Stored events this consumer acked or discarded (its `f` rows). */

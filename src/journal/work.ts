@@ -116,27 +116,61 @@ export class Work {
   private leaseDeletes: Map<string, Key[]> | null = null;
 
   /**
+   * The stored count the consumer rows in the old shape agree with (the meta
+   * row's as this transaction found it), while the journal's meta row says
+   * they may still be in that shape (see `MetaRow.countsFinished`).
+   */
+  private legacyStored: number | null = null;
+
+  /**
    * @param readsAhead whether batch operations read their keys in groups
    *   first (worth it on engines whose requests wait on round trips; see
    *   `Engine.localReads`).
+   * @param writable whether the transaction may write (a readonly one leaves
+   *   rows in an old shape as they are and reads them converted).
    */
   constructor(
     public tx: EngineTransaction,
     readonly layout: Layout,
     readonly capacity: Capacity,
     private readonly readsAhead = true,
+    private readonly writable = true,
   ) {}
 
   // ---- cached rows --------------------------------------------------------
 
   async meta(): Promise<MetaRow> {
-    if (!this.metaRow) this.metaRow = (await this.tx.get<MetaRow>(this.layout.meta())) ?? this.emptyMeta();
+    if (!this.metaRow) {
+      const row = (await this.tx.get<MetaRow>(this.layout.meta())) ?? this.emptyMeta();
+      this.metaRow = row;
+      if (row.countsFinished !== true && row.consumers.length > 0) await this.convertConsumerRows(row);
+    }
     return this.metaRow;
   }
 
   /** The meta row of a journal with no data: it keeps the `o` index only when its policy reads it. */
   private emptyMeta(): MetaRow {
-    return { ...EMPTY_META, openIndexed: this.capacity.policy === "drop_oldest" };
+    return { ...EMPTY_META, openIndexed: this.capacity.policy === "drop_oldest", countsFinished: true };
+  }
+
+  /**
+   * Consumer rows written before they counted finished events hold
+   * `unfinished`, consistent with the meta row's `stored` as committed (every
+   * commit of the old code kept them so). Converted here, before anything in
+   * this transaction moves `stored`: a writable transaction writes every row
+   * in the new shape and marks the meta row, so later appends, which no
+   * longer touch consumer rows, cannot make an old row stale; a readonly one
+   * converts as it reads.
+   */
+  private async convertConsumerRows(meta: MetaRow): Promise<void> {
+    this.legacyStored = meta.stored;
+    if (!this.writable) return;
+    for (const consumer of meta.consumers) {
+      await this.consumerRow(consumer);
+      this.dirtyConsumers.add(consumer);
+    }
+    this.legacyStored = null;
+    this.setMeta({ countsFinished: true });
   }
 
   private setMeta(patch: Partial<MetaRow>): void {
@@ -173,17 +207,20 @@ export class Work {
   async consumerRow(consumer: string): Promise<ConsumerRow> {
     let row = this.consumers.get(consumer);
     if (!row) {
+      await this.meta(); // converts rows in the old shape first, if the meta row says there may be some
+      row = this.consumers.get(consumer);
+      if (row) return row;
       const stored = await this.tx.get<ConsumerRow | LegacyConsumerRow>(this.layout.consumer(consumer));
-      row = stored === undefined ? EMPTY_CONSUMER : "finished" in stored ? stored : await this.fromLegacy(stored);
+      row = stored === undefined ? EMPTY_CONSUMER : "finished" in stored ? stored : this.fromLegacy(stored);
       this.consumers.set(consumer, row);
     }
     return row;
   }
 
   /** A consumer row written before `finished` existed: what it counted, as it is counted now. */
-  private async fromLegacy(row: LegacyConsumerRow): Promise<ConsumerRow> {
-    const { stored } = await this.meta();
-    return { finished: stored - row.unfinished - row.quarantined, quarantined: row.quarantined, leased: row.leased };
+  private fromLegacy(row: LegacyConsumerRow): ConsumerRow {
+    if (this.legacyStored === null) throw new Error("journal layout is inconsistent: a consumer row in the old shape under a meta row that says none is left");
+    return { finished: this.legacyStored - row.unfinished - row.quarantined, quarantined: row.quarantined, leased: row.leased };
   }
 
   /** Events stored that `consumer` has neither finished nor quarantined. */
