@@ -171,14 +171,16 @@ class ReadAheadTransaction implements EngineTransaction {
 }
 
 /**
- * How many stored keys a run's scan may walk per key it wants. On IndexedDB in
- * Chromium one `get` costs about as much as 40 rows of one range read
- * (measured: about 80 us a request, about 2 us a row of `getAllRecords`), so
- * walking up to 16 rows per wanted key still reads several times cheaper.
+ * How many stored keys a run's scan may walk per key it wants. Measured on
+ * IndexedDB in Chromium (bench/browser/bench-main.ts, "What one IndexedDB
+ * request costs"): a `get` costs about 65-95 us, a row of a range read about
+ * 14 us, so a range read pays off while it walks fewer than about 5 rows per
+ * key wanted; at 4 it is never much dearer than the gets it replaces, and
+ * several times cheaper for dense keys (a batch's positions).
  */
-const RUN_ROWS_PER_KEY = 16;
-/** Rows a run may walk beyond that, for small groups. */
-const RUN_SLACK = 64;
+export const RUN_ROWS_PER_KEY = 4;
+/** Rows a run may walk beyond that. */
+export const RUN_SLACK = 4;
 
 /** Keys read with one scan: they differ only in their last element, a number, and lie close together. */
 interface Run {
@@ -190,8 +192,8 @@ interface Run {
 /**
  * Split reads into point reads and runs. Keys that share every element but
  * the last, an integer (a position, a sequence number), are sorted and cut
- * into clusters whose integers span at most {@link RUN_ROWS_PER_KEY} per key
- * (plus {@link RUN_SLACK}); a cluster of two or more is read with one scan
+ * into clusters whose integers span at most {@link RUN_ROWS_PER_KEY} rows per
+ * key (plus {@link RUN_SLACK}); a cluster of two or more is read with one scan
  * from its smallest to its largest key. Integer keys in that span are at most
  * that many rows, so the scan is not cut short unless the range holds other
  * keys (non-integers, say); then the keys past its last entry are read one by

@@ -34,7 +34,7 @@ import {
 } from "./layout.js";
 import type { AppendResult, Attempt, AttemptOutcome, Capacity, Delivery, DeliveryId, PoisonReason, UsageEvent } from "./types.js";
 import { EventConflictError } from "./errors.js";
-import { readAhead, type ScanRequest } from "./read-ahead.js";
+import { readAhead, RUN_ROWS_PER_KEY, RUN_SLACK, type ScanRequest } from "./read-ahead.js";
 import { TupleMap } from "../tuple-map.js";
 
 const EMPTY_META: MetaRow = { version: 1, next: 1, stored: 0, dropped: 0, consumers: [], auditSeq: 0 };
@@ -291,9 +291,9 @@ export class Work {
       if (compareKeys(key, low) < 0) low = key;
       if (compareKeys(key, high) > 0) high = key;
     }
-    // A row of a range read costs a few percent of a point read on IndexedDB
-    // (see read-ahead.ts), so the range may hold many more rows than wanted.
-    const limit = keys.length * 16 + 64;
+    // The range may hold a few rows per key wanted before it costs more than
+    // reading the keys one by one (see RUN_ROWS_PER_KEY in read-ahead.ts).
+    const limit = keys.length * RUN_ROWS_PER_KEY + RUN_SLACK;
     const found = await this.tx.scan({ prefix, lower: low, upper: high }, { limit });
     if (found.length >= limit) return null;
     const stored = new TupleMap<unknown>();

@@ -88,7 +88,7 @@ describe("read-ahead", () => {
       raw.put(["u", "c", 9], "nine");
       const tx = counting(raw);
       // Under "e": two positions close together and one far off (beyond
-      // 3 * 16 + 64 rows): one run and one point read. Under "u": three
+      // 3 * 4 + 4 rows): one run and one point read. Under "u": three
       // close ones (one not stored): one run.
       const cached = await readAhead(tx, [["e", 10], ["e", 400], ["e", 12], ["u", "c", 5], ["u", "c", 9], ["u", "c", 7]]);
       expect([tx.scans, tx.gets]).toEqual([2, 1]);
@@ -113,7 +113,7 @@ describe("read-ahead", () => {
     await engine.transact("readwrite", async (raw) => {
       raw.put(["p", 1], "one");
       raw.put(["p", 3], "three");
-      // Non-integer keys between 1 and 3: more rows than the run's limit (2 * 16 + 64).
+      // Non-integer keys between 1 and 3: more rows than the run's limit (2 * 4 + 4).
       for (let k = 0; k < 200; k++) raw.put(["p", 1 + (k + 1) / 1000], k);
       const tx = counting(raw);
       const cached = await readAhead(tx, [["p", 1], ["p", 3]]);
