@@ -497,7 +497,7 @@ async function runAll(options: BenchOptions): Promise<BenchResults> {
   const large = await claimCost(q ? 10_000 : 50_000, q ? 5 : 20);
   const workbox: QueuePairResult[] = [];
   for (const arrival of ["sequential", "concurrent"] as const) {
-    for (const durability of ["strict", "relaxed"] as const) workbox.push(await versusWorkbox(durability, arrival, q ? 50 : 200, q ? 3 : 5));
+    for (const durability of ["strict", "relaxed"] as const) workbox.push(await versusWorkbox(durability, arrival, q ? 50 : 200, q ? 3 : 9));
   }
   const requests = await requestCosts(q ? 100 : 400, q ? 3 : 5);
   return { userAgent: navigator.userAgent, strict, relaxed, batch, batchRegistered, pattern, small, large, workbox, requests };
