@@ -73,19 +73,38 @@ class ReadAheadTransaction implements EngineTransaction {
     }
   }
 
-  /** Read `keys` and `scans` together and cache the answers; `known` are cached as given. */
-  async load(keys: readonly Key[], known: readonly (readonly [Key, unknown])[], scans: readonly ScanRequest[]): Promise<void> {
+  /**
+   * Read `keys`, `groups` and `scans` together and cache the answers; `known`
+   * are cached as given. Each group's keys are read with one range read from
+   * the smallest to the largest (see {@link ReadGroup}).
+   */
+  async load(
+    keys: readonly Key[],
+    known: readonly (readonly [Key, unknown])[],
+    scans: readonly ScanRequest[],
+    groups: readonly ReadGroup[],
+  ): Promise<void> {
     for (const [key, value] of known) this.values.set(key, value === undefined ? ABSENT : value);
     // Each key read once (a key listed twice is marked as pending the first time).
     const unique: Key[] = [];
-    for (const key of keys) {
-      if (this.values.get(key) !== undefined) continue;
-      this.values.set(key, PENDING);
-      unique.push(key);
+    const fresh = (list: readonly Key[]): Key[] => {
+      const out: Key[] = [];
+      for (const key of list) {
+        if (this.values.get(key) !== undefined) continue;
+        this.values.set(key, PENDING);
+        out.push(key);
+      }
+      unique.push(...out);
+      return out;
+    };
+    const { points, runs } = planReads(fresh(keys));
+    for (const group of groups) {
+      const wanted = fresh(group.keys).sort(compareKeys);
+      if (wanted.length < 2) points.push(...wanted);
+      else runs.push(runOf(group.prefix, wanted));
     }
     const pendingScans = new Map<string, ScanRequest>();
     for (const scan of scans) pendingScans.set(scanText(scan.range, scan.options), scan);
-    const { points, runs } = planReads(unique);
     let values: unknown[];
     let scanned: Entry[][];
     let ran: Entry[][];
@@ -178,15 +197,33 @@ class ReadAheadTransaction implements EngineTransaction {
  * key wanted; at 4 it is never much dearer than the gets it replaces, and
  * several times cheaper for dense keys (a batch's positions).
  */
-export const RUN_ROWS_PER_KEY = 4;
+const RUN_ROWS_PER_KEY = 4;
 /** Rows a run may walk beyond that. */
-export const RUN_SLACK = 4;
+const RUN_SLACK = 4;
 
 /** Keys read with one scan: they differ only in their last element, a number, and lie close together. */
 interface Run {
   readonly range: KeyRange & { readonly prefix: Key };
   readonly limit: number;
   readonly keys: readonly Key[];
+}
+
+/**
+ * Keys under `prefix` that the caller expects to lie close together in key
+ * order (a batch's request ids, which are UUIDv7s: new ones sort after the
+ * stored ones): read with one range read from the smallest to the largest,
+ * walking at most {@link RUN_ROWS_PER_KEY} rows per key (plus
+ * {@link RUN_SLACK}); keys past where a range read was cut short are read one
+ * by one.
+ */
+export interface ReadGroup {
+  readonly prefix: Key;
+  readonly keys: readonly Key[];
+}
+
+/** The run reading `keys` (sorted, all under `prefix`). */
+function runOf(prefix: Key, keys: readonly Key[]): Run {
+  return { range: { prefix, lower: keys[0]!, upper: keys[keys.length - 1]! }, limit: keys.length * RUN_ROWS_PER_KEY + RUN_SLACK, keys };
 }
 
 /**
@@ -229,10 +266,7 @@ function planReads(keys: readonly Key[]): { points: Key[]; runs: Run[] } {
       if (fits) continue;
       const cluster = group.slice(start, end);
       if (cluster.length < 2) points.push(...cluster);
-      else {
-        const limit = cluster.length * RUN_ROWS_PER_KEY + RUN_SLACK;
-        runs.push({ range: { prefix, lower: cluster[0]!, upper: cluster[cluster.length - 1]! }, limit, keys: cluster });
-      }
+      else runs.push(runOf(prefix, cluster));
       start = end;
     }
   }
@@ -240,7 +274,7 @@ function planReads(keys: readonly Key[]): { points: Key[]; runs: Run[] } {
 }
 
 /**
- * Read `keys` (and `scans`) together, one engine call each awaited as a group,
+ * Read `keys` (and `groups`, see {@link ReadGroup}, and `scans`) together, one engine call each awaited as a group,
  * and return a transaction handle that answers them from memory. `known` are
  * keys whose current value the caller already read in this transaction (by a
  * scan, say): they are cached as given and not read again. Called on a handle
@@ -251,8 +285,9 @@ export async function readAhead(
   keys: readonly Key[],
   known: readonly (readonly [Key, unknown])[] = [],
   scans: readonly ScanRequest[] = [],
+  groups: readonly ReadGroup[] = [],
 ): Promise<EngineTransaction> {
   const cached = tx instanceof ReadAheadTransaction ? tx : new ReadAheadTransaction(tx);
-  await cached.load(keys, known, scans);
+  await cached.load(keys, known, scans, groups);
   return cached;
 }

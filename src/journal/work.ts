@@ -34,8 +34,7 @@ import {
 } from "./layout.js";
 import type { AppendResult, Attempt, AttemptOutcome, Capacity, Delivery, DeliveryId, PoisonReason, UsageEvent } from "./types.js";
 import { EventConflictError } from "./errors.js";
-import { readAhead, RUN_ROWS_PER_KEY, RUN_SLACK, type ScanRequest } from "./read-ahead.js";
-import { TupleMap } from "../tuple-map.js";
+import { readAhead, type ReadGroup, type ScanRequest } from "./read-ahead.js";
 
 const EMPTY_META: MetaRow = { version: 1, next: 1, stored: 0, dropped: 0, consumers: [], auditSeq: 0 };
 const EMPTY_CONSUMER: ConsumerRow = { finished: 0, quarantined: 0, leased: 0 };
@@ -258,47 +257,14 @@ export class Work {
     const consumers = (await this.meta()).consumers;
     // What `prune` will read first: its scan.
     const scans: ScanRequest[] = prune === undefined || consumers.length === 0 ? [] : [this.pruneScan(prune.now, prune.limit)];
-    const groups: { prefix: Key; keys: Key[] }[] = [{ prefix: this.layout.ids(), keys: events.map((event) => this.layout.id(event.id)) }];
+    const groups: ReadGroup[] = [{ prefix: this.layout.ids(), keys: events.map((event) => this.layout.id(event.id)) }];
     for (const consumer of consumers) {
       groups.push({
         prefix: this.layout.headsOf(consumer),
         keys: events.map((event) => this.layout.head(consumer, event.orderingKey.namespace, event.orderingKey.subject)),
       });
     }
-    const answers = await Promise.all(groups.map((group) => this.pointsByRange(group.prefix, group.keys)));
-    const keys: Key[] = [];
-    const known: (readonly [Key, unknown])[] = [];
-    answers.forEach((answer, i) => {
-      if (answer === null) keys.push(...groups[i]!.keys);
-      else known.push(...answer);
-    });
-    this.tx = await readAhead(this.tx, keys, known, scans);
-  }
-
-  /**
-   * The values of `keys` (all under `prefix`), read with one scan from the
-   * smallest to the largest of them, when that range holds few other keys
-   * (the usual case for a batch's request ids: new UUIDv7s sort after every
-   * stored one; and for its keys' head rows in a journal with few keys).
-   * Null when the scan was cut short by its limit (or there is only one
-   * key): the caller then reads the keys one by one.
-   */
-  private async pointsByRange(prefix: Key, keys: readonly Key[]): Promise<(readonly [Key, unknown])[] | null> {
-    if (keys.length < 2) return null;
-    let low = keys[0]!;
-    let high = low;
-    for (const key of keys) {
-      if (compareKeys(key, low) < 0) low = key;
-      if (compareKeys(key, high) > 0) high = key;
-    }
-    // The range may hold a few rows per key wanted before it costs more than
-    // reading the keys one by one (see RUN_ROWS_PER_KEY in read-ahead.ts).
-    const limit = keys.length * RUN_ROWS_PER_KEY + RUN_SLACK;
-    const found = await this.tx.scan({ prefix, lower: low, upper: high }, { limit });
-    if (found.length >= limit) return null;
-    const stored = new TupleMap<unknown>();
-    for (const entry of found) stored.set(entry.key, entry.value);
-    return keys.map((key) => [key, stored.get(key)] as const);
+    this.tx = await readAhead(this.tx, [], [], scans, groups);
   }
 
   /**
@@ -311,9 +277,7 @@ export class Work {
   async readAheadForAck(deliveries: readonly DeliveryId[]): Promise<void> {
     if (!this.readsAhead) return;
     const consumers = (await this.meta()).consumers;
-    const ids = deliveries.map((delivery) => this.layout.id(delivery.event));
-    const idsByRange = await this.pointsByRange(this.layout.ids(), ids);
-    this.tx = idsByRange === null ? await readAhead(this.tx, ids) : await readAhead(this.tx, [], idsByRange);
+    this.tx = await readAhead(this.tx, [], [], [], [{ prefix: this.layout.ids(), keys: deliveries.map((delivery) => this.layout.id(delivery.event)) }]);
     const positions = await Promise.all(deliveries.map((delivery) => this.positionOf(delivery.event)));
     const keys: Key[] = [];
     deliveries.forEach((delivery, i) => {
@@ -347,13 +311,7 @@ export class Work {
     // Each consumer's head rows with one range read when they lie close
     // together (other keys' heads in between are cheap to read past).
     const groups = [...heads].map(([consumer, keys]) => ({ prefix: this.layout.headsOf(consumer), keys }));
-    const answers = await Promise.all(groups.map((group) => this.pointsByRange(group.prefix, group.keys)));
-    const known: (readonly [Key, unknown])[] = [];
-    answers.forEach((answer, i) => {
-      if (answer === null) standings.push(...groups[i]!.keys);
-      else known.push(...answer);
-    });
-    this.tx = await readAhead(this.tx, standings, known);
+    this.tx = await readAhead(this.tx, standings, [], [], groups);
     // Each ack of a key's active event hands the turn on: it scans the key's
     // events after `done` for the first unfinished one (see `advance`). Read
     // those first scans, then the unfinished rows they name, together.

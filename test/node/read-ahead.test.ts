@@ -148,4 +148,28 @@ describe("read-ahead", () => {
     });
     await engine.close();
   });
+
+  it("reads a group of string keys with one range read, and the keys past a range cut short one by one", async () => {
+    const engine = memoryEngine();
+    await engine.transact("readwrite", async (raw) => {
+      for (const id of ["a", "b", "c", "d"]) raw.put(["i", id], id.toUpperCase());
+      const tx = counting(raw);
+      const cached = await readAhead(tx, [], [], [], [{ prefix: ["i"], keys: [["i", "c"], ["i", "a"], ["i", "x"]] }]);
+      expect([tx.scans, tx.gets]).toEqual([1, 0]);
+      expect(await cached.get(["i", "a"])).toBe("A");
+      expect(await cached.get(["i", "c"])).toBe("C");
+      expect(await cached.get(["i", "x"])).toBeUndefined();
+      expect([tx.scans, tx.gets]).toEqual([1, 0]);
+      // 40 other keys between "m" and "n": past the group's limit (2 * 4 + 4 rows).
+      for (let k = 0; k < 40; k++) raw.put(["i", `m${k}`], k);
+      raw.put(["i", "n"], "N");
+      const sparse = counting(raw);
+      const partly = await readAhead(sparse, [], [], [], [{ prefix: ["i"], keys: [["i", "m"], ["i", "n"]] }]);
+      expect([sparse.scans, sparse.gets]).toEqual([1, 1]);
+      expect(await partly.get(["i", "m"])).toBeUndefined();
+      expect(await partly.get(["i", "n"])).toBe("N");
+      expect([sparse.scans, sparse.gets]).toEqual([1, 1]);
+    });
+    await engine.close();
+  });
 });
