@@ -11,40 +11,30 @@
  */
 import { describe, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
-import { createJournal } from "../../src/index.js";
+import { createJournal, type Engine } from "../../src/index.js";
 import { journalConformanceCases } from "../../src/testing/index.js";
 import { readingAhead } from "./support/reading-ahead.js";
 
-describe("usage journal over the memory engine", () => {
-  const cases = journalConformanceCases({
-    label: "memory",
-    durable: false,
-    canReopen: true,
-    createSubject: async (options) => {
-      const engine = memoryEngine();
-      return {
-        journal: createJournal(engine, options),
-        reopen: async () => createJournal(engine, options),
-        close: () => engine.close(),
-      };
-    },
-  });
-  for (const c of cases) it(c.name, c.run, c.timeoutMs);
-});
+const variants: { label: string; title: string; makeEngine: () => Engine }[] = [
+  { label: "memory", title: "usage journal over the memory engine", makeEngine: () => memoryEngine() },
+  { label: "memory, reading ahead", title: "usage journal over the memory engine, reading ahead", makeEngine: () => readingAhead(memoryEngine()) },
+];
 
-describe("usage journal over the memory engine, reading ahead", () => {
-  const cases = journalConformanceCases({
-    label: "memory, reading ahead",
-    durable: false,
-    canReopen: true,
-    createSubject: async (options) => {
-      const engine = readingAhead(memoryEngine());
-      return {
-        journal: createJournal(engine, options),
-        reopen: async () => createJournal(engine, options),
-        close: () => engine.close(),
-      };
-    },
+for (const { label, title, makeEngine } of variants) {
+  describe(title, () => {
+    const cases = journalConformanceCases({
+      label,
+      durable: false,
+      canReopen: true,
+      createSubject: async (options) => {
+        const engine = makeEngine();
+        return {
+          journal: createJournal(engine, options),
+          reopen: async () => createJournal(engine, options),
+          close: () => engine.close(),
+        };
+      },
+    });
+    for (const c of cases) it(c.name, c.run, c.timeoutMs);
   });
-  for (const c of cases) it(c.name, c.run, c.timeoutMs);
-});
+}
