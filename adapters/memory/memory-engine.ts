@@ -60,8 +60,8 @@ import {
   type ScanOptions,
   type TransactionMode,
 } from "../../src/engine.js";
-import { BTree } from "./btree.js";
-import { encodeKey, prefixUpperBound } from "./key-encoding.js";
+import { BTree } from "../../src/ordered/btree.js";
+import { encodedInterval, encodeKey } from "../../src/ordered/key-encoding.js";
 import { TupleMap } from "../../src/tuple-map.js";
 
 /** Options of the {@link MemoryEngine} constructor (internal, for tests). */
@@ -280,50 +280,6 @@ class MemoryTransaction implements EngineTransaction {
     }
     return error;
   }
-}
-
-/**
- * `range` as one interval of key encodings: `prefix`, `lower` and `upper`
- * intersected (a tighter bound wins; on a tie, the open one), so a walk
- * visits exactly the keys `inRange` accepts. An empty prefix means every key,
- * and an absent (or falsy) bound is unbounded. Throws `InvalidKeyError` for
- * an invalid bound.
- */
-function encodedInterval(range: KeyRange): { lower: string | undefined; lowerOpen: boolean; upper: string | undefined; upperOpen: boolean } {
-  let lower: string | undefined;
-  let lowerOpen = false;
-  let upper: string | undefined;
-  let upperOpen = false;
-  if (range.prefix) {
-    const prefix = range.prefix;
-    if (!(Array.isArray(prefix) && prefix.length === 0)) {
-      if (checkKey(prefix) === INVALID) throw invalidKeyError(prefix);
-      lower = encodeKey(prefix);
-      upper = prefixUpperBound(lower);
-      upperOpen = true;
-    }
-  }
-  if (range.lower) {
-    if (checkKey(range.lower) === INVALID) throw invalidKeyError(range.lower);
-    const enc = encodeKey(range.lower);
-    const open = range.lowerOpen === true;
-    if (lower === undefined || enc > lower || (enc === lower && open)) {
-      lower = enc;
-      lowerOpen = open;
-    }
-  }
-  if (range.upper) {
-    // (A tie with the prefix's bound cannot happen: that bound is never a
-    // key encoding. The tie rule is kept so the intersection stays exact.)
-    if (checkKey(range.upper) === INVALID) throw invalidKeyError(range.upper);
-    const enc = encodeKey(range.upper);
-    const open = range.upperOpen === true;
-    if (upper === undefined || enc < upper || (enc === upper && open)) {
-      upper = enc;
-      upperOpen = open;
-    }
-  }
-  return { lower, lowerOpen, upper, upperOpen };
 }
 
 /**

@@ -1,10 +1,11 @@
 /**
- * Order-preserving string encoding of tuple keys, for the memory engine.
+ * Order-preserving string encoding of tuple keys, shared by the engines that
+ * keep their own ordered structures (memory, IndexedDB pages).
  *
- * The memory engine keeps its ordered index over plain JavaScript strings, so
- * that ordering a key costs one native string comparison instead of a walk
- * through {@link compareKeys}. This module turns a tuple key into such a
- * string.
+ * Those engines order keys as plain JavaScript strings, so that ordering a key
+ * costs one native string comparison instead of a walk through
+ * {@link compareKeys}. This module turns a tuple key into such a string and
+ * back ({@link decodeKey}).
  *
  * Promises (checked by `key-encoding.test.ts`), for valid keys `a`, `b`, `p`:
  * - Order: `encodeKey(a) < encodeKey(b)` (JavaScript string comparison, i.e.
@@ -41,11 +42,13 @@
  * flattens it in place the first time it is compared (in the tree), which
  * costs what flattening it here would.
  *
- * The encoding is internal to the memory engine: it is never persisted, and may
- * change between versions.
+ * The IndexedDB engine persists these strings (page fences and row keys, see
+ * `adapters/indexeddb/pages.ts`), and IndexedDB orders string keys by code
+ * units exactly as JavaScript does. The format is therefore frozen: changing it
+ * needs a schema migration of that engine.
  */
 
-import type { Key, KeyPart } from "../../src/engine.js";
+import { assertValidKey, type Key, type KeyPart, type KeyRange } from "../engine.js";
 
 /** Tag of a number element; below {@link STRING_TAG} because numbers sort first. */
 const NUMBER_TAG = 0x01;
@@ -215,4 +218,114 @@ export function encodeKey(key: Key): string {
  */
 export function prefixUpperBound(encodedPrefix: string): string {
   return encodedPrefix + PREFIX_END;
+}
+
+/**
+ * Decode an output of {@link encodeKey} back into its tuple (a number element
+ * comes back as a number, `-0` as `0`). Throws a `RangeError` on a string that
+ * no key encodes to.
+ *
+ * @example
+ * decodeKey(encodeKey(["usage", 7])); // ["usage", 7]
+ */
+export function decodeKey(enc: string): KeyPart[] {
+  const out: KeyPart[] = [];
+  const n = enc.length;
+  let i = 0;
+  while (i < n) {
+    const tag = enc.charCodeAt(i++);
+    if (tag === NUMBER_TAG) {
+      if (i + 8 > n) throw new RangeError("decodeKey: truncated number element");
+      const first = enc.charCodeAt(i);
+      const negative = first < 0x80;
+      for (let b = 0; b < 8; b++) {
+        const c = enc.charCodeAt(i + b);
+        float64Bytes[b] = negative ? 255 - c : b === 0 ? c & 0x7f : c;
+      }
+      i += 8;
+      out.push(float64View.getFloat64(0));
+    } else if (tag === STRING_TAG) {
+      let s = "";
+      let runStart = i;
+      for (;;) {
+        if (i >= n) throw new RangeError("decodeKey: unterminated string element");
+        const c = enc.charCodeAt(i);
+        if (c === STRING_TERMINATOR) break;
+        if (c === ESCAPE_LOW || c === ESCAPE_HIGH) {
+          s += enc.slice(runStart, i);
+          if (c === ESCAPE_LOW) {
+            s += String.fromCharCode(enc.charCodeAt(i + 1) - 1);
+            i += 2;
+          } else {
+            s += String.fromCharCode((enc.charCodeAt(i + 1) << 8) | enc.charCodeAt(i + 2));
+            i += 3;
+          }
+          if (i > n) throw new RangeError("decodeKey: truncated escape");
+          runStart = i;
+        } else {
+          i++;
+        }
+      }
+      s += enc.slice(runStart, i);
+      i++; // the terminator
+      out.push(s);
+    } else {
+      throw new RangeError(`decodeKey: unknown element tag ${tag}`);
+    }
+  }
+  return out;
+}
+
+/** A {@link KeyRange} as one interval of key encodings (see {@link encodedInterval}). */
+export interface EncodedInterval {
+  /** Smallest encoding visited; `undefined` is unbounded. */
+  readonly lower: string | undefined;
+  readonly lowerOpen: boolean;
+  /** Largest encoding visited; `undefined` is unbounded. */
+  readonly upper: string | undefined;
+  readonly upperOpen: boolean;
+}
+
+/**
+ * `range` as one interval of key encodings: `prefix`, `lower` and `upper`
+ * intersected (a tighter bound wins; on a tie, the open one), so a walk
+ * visits exactly the keys `inRange` accepts. An empty prefix means every key,
+ * and an absent (or falsy) bound is unbounded. Throws `InvalidKeyError` for
+ * an invalid bound.
+ */
+export function encodedInterval(range: KeyRange): EncodedInterval {
+  let lower: string | undefined;
+  let lowerOpen = false;
+  let upper: string | undefined;
+  let upperOpen = false;
+  if (range.prefix) {
+    const prefix = range.prefix;
+    if (!(Array.isArray(prefix) && prefix.length === 0)) {
+      assertValidKey(prefix);
+      lower = encodeKey(prefix);
+      upper = prefixUpperBound(lower);
+      upperOpen = true;
+    }
+  }
+  if (range.lower) {
+    assertValidKey(range.lower);
+    const enc = encodeKey(range.lower);
+    const open = range.lowerOpen === true;
+    if (lower === undefined || enc > lower || (enc === lower && open)) {
+      lower = enc;
+      lowerOpen = open;
+    }
+  }
+  if (range.upper) {
+    // (A tie with the prefix's bound cannot happen: that bound is never a
+    // key encoding. The tie rule is kept so the intersection stays exact.)
+    assertValidKey(range.upper);
+    const enc = encodeKey(range.upper);
+    const open = range.upperOpen === true;
+    if (upper === undefined || enc < upper || (enc === upper && open)) {
+      upper = enc;
+      upperOpen = open;
+    }
+  }
+  return { lower, lowerOpen, upper, upperOpen };
 }

@@ -6,8 +6,8 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { compareKeys, hasPrefix, type Key } from "../../src/engine.js";
-import { encodeKey, encodeKeyPart, prefixUpperBound } from "./key-encoding.js";
+import { compareKeys, hasPrefix, type Key } from "../engine.js";
+import { decodeKey, encodeKey, encodeKeyPart, prefixUpperBound } from "./key-encoding.js";
 
 const RUNS = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env.SOAK === "1" ? 5_000 : 200;
 
@@ -192,6 +192,20 @@ describe("key encoding", () => {
       expect(encodeKey([s])).toBe(encodeKeyPart(s));
       expect(encodeKey([s])).toBe(encodeKeyPart(s));
     }
+  });
+
+  it("decodes every encoding back to its key (property), and refuses strings no key encodes to", () => {
+    fc.assert(
+      fc.property(key, (k) => {
+        expect(decodeKey(encodeKey(k))).toEqual(k.map((part) => (Object.is(part, -0) ? 0 : part)));
+      }),
+      { numRuns: 500 },
+    );
+    expect(decodeKey(encodeKey(["a\u0000\u0001\u00ff\uffff", -1.5, 0, Number.MAX_VALUE]))).toEqual(["a\u0000\u0001\u00ff\uffff", -1.5, 0, Number.MAX_VALUE]);
+    expect(decodeKey("")).toEqual([]);
+    expect(() => decodeKey("\u0009")).toThrow(RangeError);
+    expect(() => decodeKey("\u0002abc")).toThrow(RangeError);
+    expect(() => decodeKey("\u0001\u0080")).toThrow(RangeError);
   });
 
   it("concatenates element encodings", () => {
