@@ -12,12 +12,38 @@
 import { describe, expect, it } from "vitest";
 import { InvalidKeyError, type Engine, type Entry, type Key, type KeyRange } from "../../src/engine.js";
 import { BackendError, createJournal, createUsageEvent, newRequestId } from "../../src/index.js";
+import { compareKeys } from "../../src/engine.js";
+import { encodeKey } from "../../src/ordered/key-encoding.js";
 import { IndexedDbEngineError, type IndexedDbEngineHandle, type IndexedDbEngineOptions } from "./index.js";
+import { IndexedDbEngine, type IndexedDbPlatform } from "./indexeddb-engine.js";
+import { MIGRATIONS, openEngineDatabase, PAGES_STORE } from "./schema.js";
 
 /** How a lane creates engines: a fresh database name every call unless one is given. */
 export interface EngineLane {
   /** An engine on a new, empty database (or on `name`, to reopen one). */
   engine(options?: Partial<IndexedDbEngineOptions>): IndexedDbEngineHandle;
+  /** The IndexedDB the lane's engines use. */
+  platform(): IndexedDbPlatform;
+}
+
+let databases = 0;
+const runId = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+
+/** A database name no other test uses. */
+function freshName(what: string): string {
+  return `${what}-${runId}-${++databases}`;
+}
+
+/** A deterministic pseudo-random source (mulberry32), so a failing sequence replays. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
 }
 
 async function putAll(engine: Engine, keys: readonly Key[]): Promise<void> {
@@ -304,7 +330,7 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
       await engine.close();
     });
 
-    it("says a body that awaited something else and then failed may have committed (committed_early)", async () => {
+    it("stores nothing of a body that awaited something else (IndexedDB committed under it), and says so (committed_early)", async () => {
       const engine = lane.engine();
       const failure = engine.transact("readwrite", async (tx) => {
         tx.put(["early"], 1);
@@ -313,7 +339,17 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
         tx.put(["late"], 2);
       });
       await expect(failure).rejects.toMatchObject({ code: "committed_early" });
-      expect(await keysOf(engine)).toEqual([["early"]]);
+      // Writes reach IndexedDB only once the body returned: the early commit stored none of them.
+      expect(await keysOf(engine)).toEqual([]);
+      // The same when the body does not touch the transaction again after the wait: its writes are refused as a whole.
+      await expect(
+        engine.transact("readwrite", async (tx) => {
+          tx.put(["early"], 1);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          return "done";
+        }),
+      ).rejects.toMatchObject({ code: "committed_early" });
+      expect(await keysOf(engine)).toEqual([]);
       await engine.close();
     });
   });
@@ -360,6 +396,102 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
       expect(error).toBeInstanceOf(BackendError);
       expect((error as BackendError).retryable).toBe(false);
       expect((error as BackendError).cause).toBeInstanceOf(IndexedDbEngineError);
+    });
+  });
+
+  describe(`indexedDbEngine (${label}): pages, cache and schema`, () => {
+    const paged = (name: string, maxRows: number, cachePages: number): IndexedDbEngine =>
+      new IndexedDbEngine({ name, durability: "strict", platform: () => lane.platform(), pageLimits: { maxRows, maxBytes: 1024 }, cachePages });
+
+    it("two engines on one database (two tabs) each read the other's writes at once, through page splits and folds", async () => {
+      const name = freshName("two-tabs");
+      const tabs = [paged(name, 4, 64), paged(name, 4, 64)];
+      const model = new Map<string, { key: Key; value: unknown }>();
+      const next = random(7);
+      const keyOf = (): Key => {
+        const r = next();
+        return r < 0.5 ? ["e", Math.floor(next() * 40)] : r < 0.8 ? ["k", `s${Math.floor(next() * 6)}`, Math.floor(next() * 8)] : ["u", Math.floor(next() * 12)];
+      };
+      const expected = (): Entry[] =>
+        [...model.values()].sort((a, b) => compareKeys(a.key, b.key)).map((row) => ({ key: row.key, value: row.value }));
+      for (let step = 0; step < 120; step++) {
+        const tab = tabs[step % 2]!;
+        const r = next();
+        if (r < 0.15) {
+          // Clear a stretch of event rows.
+          const from = Math.floor(next() * 40);
+          const to = from + Math.floor(next() * 12);
+          await tab.transact("readwrite", async (tx) => tx.deleteRange!({ prefix: ["e"], lower: ["e", from], upper: ["e", to] }));
+          for (const [enc, row] of model) if (row.key[0] === "e" && (row.key[1] as number) >= from && (row.key[1] as number) <= to) model.delete(enc);
+        } else {
+          // A few writes in one transaction, reading one of them back inside it.
+          const writes: [Key, number | null][] = [];
+          const n = 1 + Math.floor(next() * 6);
+          for (let i = 0; i < n; i++) writes.push([keyOf(), next() < 0.3 ? null : step * 10 + i]);
+          await tab.transact("readwrite", async (tx) => {
+            for (const [key, value] of writes) {
+              if (value === null) tx.delete(key);
+              else tx.put(key, { step, value, pad: "x".repeat(value % 50) });
+            }
+            const [lastKey, lastValue] = writes[writes.length - 1]!;
+            const seen = (await tx.get<{ value: number }>(lastKey))?.value ?? null;
+            expect(seen).toBe(lastValue);
+          });
+          for (const [key, value] of writes) {
+            if (value === null) model.delete(encodeKey(key));
+            else model.set(encodeKey(key), { key, value: { step, value, pad: "x".repeat(value % 50) } });
+          }
+        }
+        // The other tab (whose cache holds pages from before) sees exactly the model.
+        const other = tabs[(step + 1) % 2]!;
+        expect(await scanAll(other)).toEqual(expected());
+        if (step % 10 === 0) expect((await scanAll(other, {}, true)).reverse()).toEqual(expected());
+      }
+      for (const tab of tabs) await tab.close();
+    });
+
+    it("keeps a value larger than a page on a page of its own, between small rows", async () => {
+      const engine = paged(freshName("large"), 4, 8);
+      const large = "L".repeat(200_000);
+      await engine.transact("readwrite", async (tx) => {
+        for (let i = 0; i < 10; i++) tx.put(["row", i], i === 5 ? large : i);
+      });
+      const rows = await scanAll(engine);
+      expect(rows.map((row) => row.key)).toEqual(Array.from({ length: 10 }, (_, i) => ["row", i]));
+      expect(rows[5]!.value).toBe(large);
+      await engine.close();
+    });
+
+    it("upgrades a schema v1 database (a record per row) to pages, keeping every row in order", async () => {
+      const name = freshName("upgrade");
+      const { indexedDB: factory, IDBKeyRange: keyRanges } = lane.platform();
+      const v1 = await openEngineDatabase(factory, keyRanges, name, MIGRATIONS.slice(0, 1));
+      const rows: Entry[] = [];
+      for (let i = 0; i < 1_300; i++) rows.push({ key: i % 3 === 0 ? ["a", i] : ["b", `r${String(i).padStart(5, "0")}`, i], value: { i, text: `row ${i}` } });
+      await new Promise<void>((resolve, reject) => {
+        const tx = v1.transaction("entries", "readwrite");
+        for (const row of rows) tx.objectStore("entries").put(row.value, row.key as unknown as IDBValidKey);
+        tx.oncomplete = () => resolve();
+        tx.onabort = () => reject(tx.error ?? new Error("aborted"));
+      });
+      v1.close();
+      const engine = new IndexedDbEngine({ name, durability: "strict", platform: () => lane.platform() });
+      expect(await scanAll(engine)).toEqual([...rows].sort((a, b) => compareKeys(a.key, b.key)));
+      expect(await engine.transact("readonly", (tx) => tx.get(["a", 300]))).toEqual({ i: 300, text: "row 300" });
+      await engine.transact("readwrite", async (tx) => tx.put(["a", 1_000_000], "after"));
+      expect(await engine.transact("readonly", (tx) => tx.scan({ prefix: ["a"] }, { reverse: true, limit: 1 }))).toEqual([{ key: ["a", 1_000_000], value: "after" }]);
+      await engine.close();
+      // The rows now live on pages, and v1's store is gone.
+      const v2 = await openEngineDatabase(factory, keyRanges, name);
+      expect([...v2.objectStoreNames].sort()).toEqual(["meta", "pages"]);
+      const pageCount = await new Promise<number>((resolve, reject) => {
+        const request = v2.transaction(PAGES_STORE).objectStore(PAGES_STORE).count();
+        request.onsuccess = () => resolve(request.result);
+        request.onerror = () => reject(request.error ?? new Error("count failed"));
+      });
+      expect(pageCount).toBeGreaterThan(5);
+      expect(pageCount).toBeLessThan(rows.length / 10);
+      v2.close();
     });
   });
 }

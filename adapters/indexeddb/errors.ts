@@ -22,7 +22,7 @@ export type IndexedDbEngineErrorCode =
   | "quota_exceeded"
   /** The browser aborted the transaction (I/O error, connection lost...); it was rolled back. */
   | "aborted"
-  /** The body awaited something other than its own transaction's calls, so IndexedDB committed early. */
+  /** The body awaited something other than its own transaction's calls, so IndexedDB committed early; none of its writes were stored. */
   | "committed_early"
   /** The database on disk has a newer schema than this code knows. */
   | "version"

@@ -6,9 +6,14 @@
  *
  * It promises the whole {@link Engine} contract (checked by `isostore/testing`
  * in real Chromium and, as a fast lane, in Node over fake-indexeddb):
- * - one IndexedDB database per engine name, one object store keyed by the
- *   tuple keys themselves (IndexedDB array keys order exactly like engine
- *   keys), described by an `idb` `DBSchema` (`IndexedDbEngineSchema`);
+ * - one IndexedDB database per engine name; rows are packed, in key order,
+ *   into pages of up to 128 rows or 16 KB, one record each, because every
+ *   IndexedDB request costs about the same whatever it carries: a
+ *   transaction writing hundreds of neighbouring rows stores a few pages
+ *   (layout in `IndexedDbEngineSchema`, an `idb` `DBSchema`);
+ * - pages read are cached per engine and trusted only while the database's
+ *   version counter (bumped by every writing transaction, in any tab) is the
+ *   one they were read at;
  * - every `transact` is exactly one IndexedDB transaction that commits or
  *   aborts as a whole, and resolves only after its `complete` event;
  * - `durability: "strict"` (the default) flushes a commit to disk before

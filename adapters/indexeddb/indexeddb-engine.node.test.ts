@@ -12,25 +12,24 @@ import { describeIndexedDbEngine } from "./engine-behaviour.shared.test.js";
 import { transactionAbortError } from "./errors.js";
 import { IndexedDbEngineError, indexedDbEngine, requestPersistentStorage, SCHEMA_VERSION } from "./index.js";
 import { IndexedDbEngine } from "./indexeddb-engine.js";
-import { MIGRATIONS } from "./schema.js";
+import { MIGRATIONS, openEngineDatabase } from "./schema.js";
 
 let counter = 0;
 const factory = new IDBFactory();
 
 describeIndexedDbEngine("fake-indexeddb", {
   engine: (options = {}) => indexedDbEngine({ name: `behaviour-${++counter}`, indexedDB: factory, IDBKeyRange, ...options }),
+  platform: () => ({ indexedDB: factory, IDBKeyRange }),
 });
 
-/** Open `name` at `version` with a raw connection that ignores versionchange (an old tab's code). */
+/**
+ * Open `name` at `version` with a raw connection that ignores versionchange
+ * (an old tab's code): the real migrations, then empty ones up to `version`.
+ */
 function rawOpen(idb: IDBFactory, name: string, version: number): Promise<IDBDatabase> {
-  return new Promise((resolve, reject) => {
-    const request = idb.open(name, version);
-    request.onupgradeneeded = () => {
-      if (!request.result.objectStoreNames.contains("entries")) request.result.createObjectStore("entries");
-    };
-    request.onsuccess = () => resolve(request.result);
-    request.onerror = () => reject(request.error ?? new Error("open failed"));
-  });
+  const steps = MIGRATIONS.slice(0, version);
+  while (steps.length < version) steps.push(() => undefined);
+  return openEngineDatabase(idb, IDBKeyRange, name, steps);
 }
 
 describe("indexedDbEngine (fake-indexeddb): opening, upgrades and other connections", () => {

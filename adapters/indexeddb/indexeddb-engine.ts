@@ -1,18 +1,21 @@
 /// <reference lib="dom" />
 /**
  * The IndexedDB engine's implementation: an {@link Engine} whose every
- * `transact` is exactly one IndexedDB transaction over the `entries` store
- * (`./schema.ts`). The public entry point is `indexedDbEngine()` in
- * `./index.ts`.
+ * `transact` is exactly one IndexedDB transaction over the `pages` and `meta`
+ * stores (`./schema.ts`), with the rows packed into pages (`./pages.ts`) and
+ * each transaction's reads and writes done by `./paged-transaction.ts`. The
+ * public entry point is `indexedDbEngine()` in `./index.ts`.
  *
  * What it promises, beyond the {@link Engine} contract:
- * - Atomicity is IndexedDB's: `put` / `delete` / `deleteRange` issue requests without waiting
- *   (a request that fails aborts the transaction, so `transact` rejects);
- *   `get` / `scan` await their requests. A body that throws or rejects aborts
- *   the transaction (`tx.abort()`) and `transact` rejects with exactly what it
- *   threw. A call the engine refuses (invalid key, write in a "readonly"
- *   transaction, bad scan limit, a dead handle) throws from the call and, like
- *   the memory engine, dooms the transaction even if the body catches it.
+ * - Atomicity is IndexedDB's, and stronger than request by request: `put` /
+ *   `delete` / `deleteRange` only record the write (later reads of the same
+ *   transaction see it); the changed pages are written once the body has
+ *   returned, then the transaction commits. A body that throws or rejects
+ *   aborts the transaction (`tx.abort()`) and `transact` rejects with exactly
+ *   what it threw. A call the engine refuses (invalid key, a value structured
+ *   clone refuses, write in a "readonly" transaction, bad scan limit, a dead
+ *   handle) throws from the call and, like the memory engine, dooms the
+ *   transaction even if the body catches it.
  * - `transact` resolves only after the transaction's `complete` event: with
  *   `durability: "strict"` that is after the data reached the disk, which is
  *   what makes the engine `durable` (billing-grade). `"relaxed"` commits once
@@ -29,23 +32,14 @@
  *
  * Body rules (IndexedDB commits a transaction as soon as it has no pending
  * request when control returns to the event loop): await nothing but this
- * transaction's calls. A body that breaks the rule and then throws gets a
- * `committed_early` error, because its earlier writes may have committed.
+ * transaction's calls. A body that breaks the rule stores nothing: its calls
+ * after the early commit, or its flush, fail with `committed_early`.
  */
-import {
-  invalidKeyError,
-  checkScanLimit,
-  assertValidKey,
-  type Engine,
-  type EngineTransaction,
-  type Entry,
-  type Key,
-  type KeyRange,
-  type ScanOptions,
-  type TransactionMode,
-} from "../../src/engine.js";
+import type { Engine, EngineTransaction, TransactionMode } from "../../src/engine.js";
 import { connectionLostError, IndexedDbEngineError, transactionAbortError } from "./errors.js";
-import { ENTRIES_STORE, MIGRATIONS, openEngineDatabase, type Migration } from "./schema.js";
+import { PagedTransaction } from "./paged-transaction.js";
+import { DEFAULT_PAGE_LIMITS, PageCache, type PageLimits } from "./pages.js";
+import { META_STORE, MIGRATIONS, openEngineDatabase, PAGES_STORE, type Migration } from "./schema.js";
 
 const PREFIX = "isostore indexeddb engine: ";
 
@@ -58,15 +52,6 @@ export interface IndexedDbPlatform {
   readonly IDBKeyRange: typeof IDBKeyRange;
 }
 
-/** One record of `IDBObjectStore.getAllRecords` (newer than TypeScript's DOM lib). */
-interface IdbRecord {
-  readonly key: IDBValidKey;
-  readonly value: unknown;
-}
-
-/** `getAllRecords`, where the platform has it (Chromium 141+, fake-indexeddb 6). */
-type GetAllRecords = (options: { query?: IDBKeyRange | null; count?: number; direction?: IDBCursorDirection }) => IDBRequest<IdbRecord[]>;
-
 /** The platform's IndexedDB, looked up when first needed (never at module load). */
 export function platformFromGlobals(): IndexedDbPlatform {
   const host = globalThis as { indexedDB?: IDBFactory; IDBKeyRange?: typeof IDBKeyRange };
@@ -78,221 +63,8 @@ export function platformFromGlobals(): IndexedDbPlatform {
   return { indexedDB: host.indexedDB, IDBKeyRange: host.IDBKeyRange };
 }
 
-/** Whether `key` is a non-empty array of strings and finite numbers (the fast check before `assertValidKey`). */
-function isValidKey(key: unknown): key is Key {
-  if (!Array.isArray(key) || key.length === 0) return false;
-  for (const part of key as unknown[]) {
-    if (typeof part !== "string" && (typeof part !== "number" || !Number.isFinite(part))) return false;
-  }
-  return true;
-}
-
-/** The error of a call on a settled transaction's handle. */
-function dead(): Error {
-  return new Error(`${PREFIX}this transaction has already finished; its handle cannot be used any more`);
-}
-
-/** The error of a write in a readonly transaction. */
-function readonlyWrite(what: string): TypeError {
-  return new TypeError(`${PREFIX}${what} in a readonly transaction`);
-}
-
-/** A request's result as a promise (a failed request also aborts its transaction). */
-function requestResult<T>(request: IDBRequest<T>): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    request.onsuccess = () => resolve(request.result);
-    request.onerror = () => reject(request.error ?? new Error(`${PREFIX}request failed`));
-  });
-}
-
-/** An engine key as IndexedDB takes it (our readonly tuple is a valid array key). */
-function idbKey(key: Key | readonly unknown[]): IDBValidKey {
-  return key as unknown as IDBValidKey;
-}
-
-/**
- * The IndexedDB range of an engine {@link KeyRange}: `prefix`, `lower` and
- * `upper` intersected into one interval (the tighter bound wins; on a tie, the
- * open one). `undefined` is every key, `null` no key at all.
- *
- * A prefix `p` is the interval `[p, [...p, []])`: an array element sorts after
- * every string and number, so `[...p, []]` lies above every key that extends
- * `p` and below every key after them.
- */
-function toIdbRange(range: KeyRange, platform: IndexedDbPlatform): IDBKeyRange | undefined | null {
-  const cmp = (a: readonly unknown[], b: readonly unknown[]): number => platform.indexedDB.cmp(a, b);
-  let lower: readonly unknown[] | undefined;
-  let lowerOpen = false;
-  let upper: readonly unknown[] | undefined;
-  let upperOpen = false;
-  if (range.prefix) {
-    const prefix: unknown = range.prefix;
-    // An empty prefix is every key (as in `inRange`); otherwise it must be a valid key.
-    if (!(Array.isArray(prefix) && prefix.length === 0)) {
-      assertValidKey(prefix);
-      lower = prefix;
-      upper = [...prefix, []];
-      upperOpen = true;
-    }
-  }
-  if (range.lower) {
-    assertValidKey(range.lower);
-    const open = range.lowerOpen === true;
-    const c = lower === undefined ? 1 : cmp(range.lower, lower);
-    if (c > 0 || (c === 0 && open)) {
-      lower = range.lower;
-      lowerOpen = open;
-    }
-  }
-  if (range.upper) {
-    assertValidKey(range.upper);
-    const open = range.upperOpen === true;
-    const c = upper === undefined ? -1 : cmp(range.upper, upper);
-    if (c < 0 || (c === 0 && open)) {
-      upper = range.upper;
-      upperOpen = open;
-    }
-  }
-  const KeyRangeClass = platform.IDBKeyRange;
-  if (lower !== undefined && upper !== undefined) {
-    const c = cmp(lower, upper);
-    if (c > 0 || (c === 0 && (lowerOpen || upperOpen))) return null;
-    return KeyRangeClass.bound(lower, upper, lowerOpen, upperOpen);
-  }
-  if (lower !== undefined) return KeyRangeClass.lowerBound(lower, lowerOpen);
-  if (upper !== undefined) return KeyRangeClass.upperBound(upper, upperOpen);
-  return undefined;
-}
-
-/** One resolved empty scan, shared. */
-const NO_ENTRIES: Promise<Entry<never>[]> = Promise.resolve([]);
-
-/** The handle of one IndexedDB transaction. */
-class IndexedDbTransaction implements EngineTransaction {
-  /** False once the body settled: every call then throws. */
-  live = true;
-  /** Set by the first refused call; dooms the transaction. */
-  failed = false;
-  failure: unknown = undefined;
-
-  constructor(
-    private readonly store: IDBObjectStore,
-    private readonly readonly: boolean,
-    private readonly platform: IndexedDbPlatform,
-    /** Aborts the transaction (when a refused call dooms it). */
-    private readonly doom: () => void,
-  ) {}
-
-  get<V = unknown>(key: Key): Promise<V | undefined> {
-    if (!this.live) throw dead();
-    if (!isValidKey(key)) throw this.fail(invalidKeyError(key));
-    let request: IDBRequest;
-    try {
-      request = this.store.get(idbKey(key));
-    } catch (error) {
-      throw this.fail(error);
-    }
-    return requestResult(request) as Promise<V | undefined>;
-  }
-
-  put(key: Key, value: unknown): void {
-    if (!this.live) throw dead();
-    if (this.readonly) throw this.fail(readonlyWrite("put"));
-    if (!isValidKey(key)) throw this.fail(invalidKeyError(key));
-    try {
-      // Not awaited: a failing request aborts the transaction, and transact rejects.
-      this.store.put(value, idbKey(key));
-    } catch (error) {
-      // Synchronous refusals: DataCloneError (a value that cannot be stored), TransactionInactiveError.
-      throw this.fail(error);
-    }
-  }
-
-  delete(key: Key): void {
-    if (!this.live) throw dead();
-    if (this.readonly) throw this.fail(readonlyWrite("delete"));
-    if (!isValidKey(key)) throw this.fail(invalidKeyError(key));
-    try {
-      this.store.delete(idbKey(key));
-    } catch (error) {
-      throw this.fail(error);
-    }
-  }
-
-  /** One request for the whole range (`IDBObjectStore.delete` of a key range). */
-  deleteRange(range: KeyRange): void {
-    if (!this.live) throw dead();
-    if (this.readonly) throw this.fail(readonlyWrite("deleteRange"));
-    try {
-      const query = toIdbRange(range, this.platform);
-      if (query === null) return;
-      if (query === undefined) this.store.clear();
-      else this.store.delete(query);
-    } catch (error) {
-      throw this.fail(error);
-    }
-  }
-
-  scan<V = unknown>(range: KeyRange, options?: ScanOptions): Promise<Entry<V>[]> {
-    if (!this.live) throw dead();
-    try {
-      const bound = checkScanLimit(options?.limit, PREFIX);
-      const limit = bound === Infinity ? undefined : bound;
-      const reverse = options?.reverse === true;
-      const query = toIdbRange(range, this.platform);
-      if (query === null) return NO_ENTRIES;
-      return this.read<V>(query, limit, reverse);
-    } catch (error) {
-      throw this.fail(error);
-    }
-  }
-
-  /** Read the entries of `query` in one request where the platform allows it. */
-  private read<V>(query: IDBKeyRange | undefined, limit: number | undefined, reverse: boolean): Promise<Entry<V>[]> {
-    const store = this.store;
-    const getAllRecords = (store as unknown as { getAllRecords?: GetAllRecords }).getAllRecords;
-    if (typeof getAllRecords === "function") {
-      const options: { query?: IDBKeyRange; count?: number; direction?: IDBCursorDirection } = {};
-      if (query !== undefined) options.query = query;
-      if (limit !== undefined) options.count = limit;
-      if (reverse) options.direction = "prev";
-      return requestResult(getAllRecords.call(store, options)).then((records) =>
-        records.map((record) => ({ key: record.key as unknown as Key, value: record.value as V })),
-      );
-    }
-    if (!reverse) {
-      // Two requests of one transaction see the same data.
-      const keys = requestResult(store.getAllKeys(query, limit));
-      const values = requestResult(store.getAll(query, limit));
-      return Promise.all([keys, values]).then(([k, v]) => k.map((key, i) => ({ key: key as unknown as Key, value: v[i] as V })));
-    }
-    return new Promise<Entry<V>[]>((resolve, reject) => {
-      const out: Entry<V>[] = [];
-      const request = store.openCursor(query, "prev");
-      request.onsuccess = () => {
-        const cursor = request.result;
-        if (cursor === null) {
-          resolve(out);
-          return;
-        }
-        out.push({ key: cursor.key as unknown as Key, value: cursor.value as V });
-        if (limit !== undefined && out.length >= limit) resolve(out);
-        else cursor.continue();
-      };
-      request.onerror = () => reject(request.error ?? new Error(`${PREFIX}cursor failed`));
-    });
-  }
-
-  /** Record the first refused call, doom the transaction, and return `error` to rethrow. */
-  private fail(error: unknown): unknown {
-    if (!this.failed) {
-      this.failed = true;
-      this.failure = error;
-      this.doom();
-    }
-    return error;
-  }
-}
+/** The stores every transaction spans. */
+const STORES = [PAGES_STORE, META_STORE];
 
 /** Options of the {@link IndexedDbEngine} constructor (see `indexedDbEngine()`). */
 export interface IndexedDbEngineConfig {
@@ -302,7 +74,14 @@ export interface IndexedDbEngineConfig {
   readonly platform: (() => IndexedDbPlatform) | undefined;
   /** Schema steps (tests pass a longer list to simulate newer code); default {@link MIGRATIONS}. */
   readonly migrations?: readonly Migration[];
+  /** How large pages grow before they split; default {@link DEFAULT_PAGE_LIMITS}. */
+  readonly pageLimits?: PageLimits;
+  /** Most pages the cache keeps; default {@link DEFAULT_CACHE_PAGES}. */
+  readonly cachePages?: number;
 }
+
+/** Pages the engine keeps in memory by default (at most 16 KB each: 32 MB at worst, far less for index pages). */
+export const DEFAULT_CACHE_PAGES = 2048;
 
 /**
  * The IndexedDB {@link Engine}. Use `indexedDbEngine()` from
@@ -317,6 +96,9 @@ export class IndexedDbEngine implements Engine {
   private readonly options: { durability: IndexedDbDurability };
   private readonly resolvePlatform: () => IndexedDbPlatform;
   private readonly migrations: readonly Migration[];
+  private readonly limits: PageLimits;
+  /** Committed pages of the version last seen (see `./pages.ts`). */
+  private readonly cache: PageCache;
   private platform: IndexedDbPlatform | null = null;
   private db: IDBDatabase | null = null;
   private opening: Promise<IDBDatabase> | null = null;
@@ -333,6 +115,8 @@ export class IndexedDbEngine implements Engine {
     this.options = { durability: config.durability };
     this.resolvePlatform = config.platform ?? platformFromGlobals;
     this.migrations = config.migrations ?? MIGRATIONS;
+    this.limits = config.pageLimits ?? DEFAULT_PAGE_LIMITS;
+    this.cache = new PageCache(config.cachePages ?? DEFAULT_CACHE_PAGES);
   }
 
   /**
@@ -401,10 +185,13 @@ export class IndexedDbEngine implements Engine {
         // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- an IndexedDbEngineError or TypeError from the lookup
         return Promise.reject(error);
       }
-      this.opening = openEngineDatabase(platform.indexedDB, this.name, this.migrations).then(
+      this.opening = openEngineDatabase(platform.indexedDB, platform.IDBKeyRange, this.name, this.migrations).then(
         (db) => {
           this.opening = null;
           this.db = db;
+          // A new connection may see a database deleted and rebuilt meanwhile, whose version
+          // counter started over: trust nothing cached from before.
+          this.cache.reset();
           // Another connection wants to upgrade or delete the database: step aside.
           // The next transact reopens (and may then be `blocked` or hit `version`).
           db.onversionchange = () => {
@@ -432,7 +219,7 @@ export class IndexedDbEngine implements Engine {
     return new Promise<T>((resolve, reject) => {
       let tx: IDBTransaction;
       try {
-        tx = mode === "readwrite" ? db.transaction(ENTRIES_STORE, mode, this.options) : db.transaction(ENTRIES_STORE, mode);
+        tx = mode === "readwrite" ? db.transaction(STORES, mode, this.options) : db.transaction(STORES, mode);
       } catch (error) {
         // InvalidStateError: the connection is closing (versionchange, close event).
         if (this.db === db) this.db = null;
@@ -455,23 +242,18 @@ export class IndexedDbEngine implements Engine {
           // aborted); its own event settles the call.
         }
       };
-      const handle = new IndexedDbTransaction(tx.objectStore(ENTRIES_STORE), mode === "readonly", platform, abort);
+      const handle = new PagedTransaction(tx.objectStore(PAGES_STORE), tx.objectStore(META_STORE), this.cache, mode === "readonly", platform, this.limits, abort);
       const settle = (): void => {
         if (body === 0 || state === 0) return;
         if (state === 1) {
+          // Committed. A body that failed (possibly after IndexedDB committed under it) stored
+          // nothing: its writes reach IndexedDB only in the flush after it returned.
           if (body === 1) resolve(outcome as T);
-          else {
-            reject(
-              new IndexedDbEngineError(
-                "committed_early",
-                "the transaction body failed after IndexedDB had already committed it (the body awaited something other than its own transaction's calls); its earlier writes may be stored",
-                { cause: outcome, retryable: false },
-              ),
-            );
-          }
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- exactly what the body threw
+          else reject(outcome);
           return;
         }
-        // Aborted: by us (a body failure or a refused call), else by the platform.
+        // Aborted: by us (a body or flush failure, or a refused call), else by the platform.
         // Exactly what the body threw, or the refused call's error (Error or not).
         // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
         if (abortedByUs) reject(body === 2 ? outcome : handle.failure);
@@ -479,19 +261,40 @@ export class IndexedDbEngine implements Engine {
       };
       tx.oncomplete = () => {
         state = 1;
+        handle.ended = "committed";
+        const install = handle.install;
+        if (install !== null) this.cache.install(install.base, install.puts, install.deletes);
         settle();
       };
       tx.onabort = () => {
         state = 2;
+        handle.ended = "aborted";
+        settle();
+      };
+      const succeed = (value: unknown): void => {
+        body = 1;
+        outcome = value;
+        if (state === 0) commitNow(tx);
         settle();
       };
       const onFulfilled = (value: unknown): void => {
         handle.live = false;
-        body = 1;
-        outcome = value;
-        if (handle.failed) abort();
-        else if (state === 0) commitNow(tx);
-        settle();
+        if (handle.failed) {
+          body = 1;
+          outcome = value;
+          abort();
+          settle();
+          return;
+        }
+        if (!handle.hasWrites) {
+          succeed(value);
+          return;
+        }
+        // The body's writes reach IndexedDB now, as whole pages (see ./paged-transaction.ts).
+        handle.flush().then(
+          () => succeed(value),
+          (error: unknown) => onRejected(error),
+        );
       };
       const onRejected = (error: unknown): void => {
         handle.live = false;

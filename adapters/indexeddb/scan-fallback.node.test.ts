@@ -25,6 +25,7 @@ const factory = new IDBFactory();
 
 describeIndexedDbEngine("fake-indexeddb, no getAllRecords", {
   engine: (options = {}) => indexedDbEngine({ name: `fallback-${++counter}`, indexedDB: factory, IDBKeyRange, ...options }),
+  platform: () => ({ indexedDB: factory, IDBKeyRange }),
 });
 
 describe("usage journal over the IndexedDB engine without getAllRecords (fake-indexeddb)", () => {

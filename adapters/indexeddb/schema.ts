@@ -2,11 +2,16 @@
 /**
  * What the IndexedDB engine keeps on disk, and how a database gets there.
  *
- * One database per engine name, one object store `entries` whose records are
- * keyed by the engine's tuple key itself (IndexedDB array keys order exactly
- * like engine keys: numbers before strings, element-wise, a prefix first),
- * with the value stored as is (structured clone). No indexes: the core keeps
- * its own secondary-index entries.
+ * One database per engine name with two object stores (schema v2):
+ * - `pages`: the rows, packed into pages keyed by their low fence (a key
+ *   encoding), each holding a sorted run of rows (`./pages.ts`). No indexes:
+ *   the core keeps its own secondary-index entries.
+ * - `meta`: `version`, a counter every writing transaction bumps, so an engine
+ *   can tell whether the pages it caches are still current.
+ *
+ * Schema v1 stored one record per row in an `entries` store keyed by the tuple
+ * key itself; the v2 migration copies those rows into pages, in key order, and
+ * drops the store.
  *
  * Schema versions are the positions in {@link MIGRATIONS}: version `n` is the
  * result of running the first `n` migrations, so an upgrade from `old` runs
@@ -19,20 +24,34 @@
  * hanging; if that open later succeeds anyway, its connection is closed.
  */
 import type { DBSchema } from "idb";
+import type { Key } from "../../src/engine.js";
+import { encodeKey } from "../../src/ordered/key-encoding.js";
 import { IndexedDbEngineError, openError } from "./errors.js";
+import { DEFAULT_PAGE_LIMITS, PageBuilder, sizeOf, type PageRecord } from "./pages.js";
 
-/** The one object store of an engine database. */
-export const ENTRIES_STORE = "entries";
+/** The store of pages (schema v2). */
+export const PAGES_STORE = "pages";
+/** The store of the version counter (schema v2). */
+export const META_STORE = "meta";
+/** Schema v1's one store, a record per row (gone from v2 on). */
+const ENTRIES_STORE = "entries";
+/** Rows the v2 migration reads per request. */
+const MIGRATION_BATCH = 512;
 
 /**
  * The stored schema as an `idb` {@link DBSchema}, so code that opens an engine
  * database with `idb` (inspection tools, exports) gets typed handles.
  */
 export interface IndexedDbEngineSchema extends DBSchema {
-  entries: {
-    /** An engine tuple key (strings and finite numbers). */
-    key: (string | number)[];
-    value: unknown;
+  pages: {
+    /** The page's low fence: a key encoding (`""` for the first page). */
+    key: string;
+    value: PageRecord;
+  };
+  meta: {
+    key: "version";
+    /** Bumped by every transaction that writes. */
+    value: number;
   };
 }
 
@@ -42,13 +61,37 @@ export interface IndexedDbEngineSchema extends DBSchema {
  * platform's interface globals (`instanceof IDBRequest`...), which an injected
  * factory (fake-indexeddb in Node without `/auto`) does not provide.
  */
-export type Migration = (db: IDBDatabase, tx: IDBTransaction) => void;
+export type Migration = (db: IDBDatabase, tx: IDBTransaction, keyRanges: typeof IDBKeyRange) => void;
 
 /** Every schema step, oldest first. Append only. */
 export const MIGRATIONS: readonly Migration[] = [
   // v1: the entries store, keyed by the tuple key (out-of-line keys).
   (db) => {
     db.createObjectStore(ENTRIES_STORE);
+  },
+  // v2: rows packed into pages; v1's rows are copied over in key order, then its store goes.
+  (db, tx, keyRanges) => {
+    const pages = db.createObjectStore(PAGES_STORE);
+    db.createObjectStore(META_STORE).put(0, "version");
+    const entries = tx.objectStore(ENTRIES_STORE);
+    const builder = new PageBuilder(DEFAULT_PAGE_LIMITS, (page) => pages.put(page.toRecord(), page.lo));
+    // Batches of keys and values (two requests over the same range see the same rows).
+    const step = (after: IDBValidKey | undefined): void => {
+      const query = after === undefined ? undefined : keyRanges.lowerBound(after, true);
+      const keys = entries.getAllKeys(query, MIGRATION_BATCH);
+      const values = entries.getAll(query, MIGRATION_BATCH);
+      values.onsuccess = () => {
+        const k = keys.result;
+        const v = values.result;
+        for (let i = 0; i < k.length; i++) builder.add(encodeKey(k[i] as unknown as Key), v[i], sizeOf(v[i]));
+        if (k.length === MIGRATION_BATCH) step(k[k.length - 1]);
+        else {
+          builder.finish();
+          db.deleteObjectStore(ENTRIES_STORE);
+        }
+      };
+    };
+    step(undefined);
   },
 ];
 
@@ -61,7 +104,7 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
  * path (see `./indexeddb-engine.ts`). `migrations` is for tests (a later
  * schema version); the engine always passes {@link MIGRATIONS}.
  */
-export function openEngineDatabase(factory: IDBFactory, name: string, migrations: readonly Migration[] = MIGRATIONS): Promise<IDBDatabase> {
+export function openEngineDatabase(factory: IDBFactory, keyRanges: typeof IDBKeyRange, name: string, migrations: readonly Migration[] = MIGRATIONS): Promise<IDBDatabase> {
   const version = migrations.length;
   return new Promise<IDBDatabase>((resolve, reject) => {
     let request: IDBOpenDBRequest;
@@ -75,7 +118,7 @@ export function openEngineDatabase(factory: IDBFactory, name: string, migrations
     request.onupgradeneeded = (event) => {
       const tx = request.transaction!;
       try {
-        for (let step = event.oldVersion; step < version; step++) migrations[step]!(request.result, tx);
+        for (let step = event.oldVersion; step < version; step++) migrations[step]!(request.result, tx, keyRanges);
       } catch (error) {
         // A half-run upgrade must not commit: abort it, and the open rejects with the cause.
         tx.abort();

@@ -23,7 +23,7 @@ import type { BenchOptions, BenchResults, ClaimCostResult, PairResult, QueuePair
  *    kind the journal issues (raw IndexedDB, no journal), and of a record
  *    with three native index entries beside four records.
  */
-import { openDB, type IDBPDatabase } from "idb";
+import { openDB, unwrap, type IDBPDatabase } from "idb";
 import { indexedDbEngine, type IndexedDbDurability } from "../../adapters/indexeddb/index.js";
 import { createJournal, createUsageEvent, newRequestId, parseConsumerId, type UsageEvent } from "../../src/index.js";
 import { Queue } from "workbox-background-sync";
@@ -180,12 +180,9 @@ async function batchPattern(perRound: number, rounds: number): Promise<PairResul
     }
     const engineRate = (perRound / (performance.now() - t0)) * 1000;
     await engine.close();
-    // The same requests on the raw connection (same database, later positions).
-    const db = await new Promise<IDBDatabase>((resolve, reject) => {
-      const request = indexedDB.open(name);
-      request.onsuccess = () => resolve(request.result);
-      request.onerror = () => reject(request.error ?? new Error("open failed"));
-    });
+    // The same rows as raw records, one request each, in a database of their own (later positions).
+    const raw = await rawStore();
+    const db = unwrap(raw.db); // raw requests, not idb's promise wrappers
     const get = (store: IDBObjectStore, key: IDBValidKey) =>
       new Promise<unknown>((resolve, reject) => {
         const request = store.get(key);
@@ -194,12 +191,12 @@ async function batchPattern(perRound: number, rounds: number): Promise<PairResul
       });
     t0 = performance.now();
     for (const batch of batches.slice(perRound)) {
-      const tx = db.transaction("entries", "readwrite", { durability: "strict" });
+      const tx = db.transaction("events", "readwrite", { durability: "strict" });
       const done = new Promise<void>((resolve, reject) => {
         tx.oncomplete = () => resolve();
         tx.onabort = () => reject(tx.error ?? new Error("aborted"));
       });
-      const store = tx.objectStore("entries");
+      const store = tx.objectStore("events");
       for (const event of batch) {
         const known = await get(store, ["j", "bench", "i", event.id]);
         if (known !== undefined) continue;
@@ -215,6 +212,7 @@ async function batchPattern(perRound: number, rounds: number): Promise<PairResul
     const rawRate = (perRound / (performance.now() - t0)) * 1000;
     db.close();
     await deleteDatabase(name);
+    await deleteDatabase(raw.name);
     journalRates.push(engineRate);
     rawRates.push(rawRate);
     ratios.push(engineRate / rawRate);

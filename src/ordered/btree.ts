@@ -63,7 +63,7 @@ type Node<T extends Keyed> = Leaf<T> | Inner<T>;
  * Index of the first key `> k`: in an inner node, the child whose range holds
  * `k`; in a leaf, the first item above `k`.
  */
-function upperBound(keys: readonly string[], k: string): number {
+export function upperBound(keys: readonly string[], k: string): number {
   let lo = 0;
   let hi = keys.length;
   while (lo < hi) {
@@ -97,7 +97,7 @@ function removeAt<V>(array: V[], pos: number): void {
 }
 
 /** Index of the first key `>= k`. */
-function lowerBound(keys: readonly string[], k: string): number {
+export function lowerBound(keys: readonly string[], k: string): number {
   let lo = 0;
   let hi = keys.length;
   while (lo < hi) {

@@ -14,4 +14,5 @@ let counter = 0;
 
 describeIndexedDbEngine("Chromium, no getAllRecords", {
   engine: (options = {}) => indexedDbEngine({ name: `fallback-${run}-${++counter}`, ...options }),
+  platform: () => ({ indexedDB, IDBKeyRange }),
 });

@@ -10,4 +10,5 @@ let counter = 0;
 
 describeIndexedDbEngine("Chromium", {
   engine: (options = {}) => indexedDbEngine({ name: `behaviour-${run}-${++counter}`, ...options }),
+  platform: () => ({ indexedDB, IDBKeyRange }),
 });

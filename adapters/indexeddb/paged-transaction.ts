@@ -1,0 +1,605 @@
+/// <reference lib="dom" />
+/**
+ * One engine transaction over the paged layout (`./pages.ts`), inside one
+ * IndexedDB transaction over the `pages` and `meta` stores.
+ *
+ * How a transaction runs:
+ * 1. Its first request reads the database version (`meta`). The engine's page
+ *    cache is trusted only for that version: when another tab, worker or
+ *    engine object wrote since, the cache is emptied (IndexedDB runs a
+ *    readwrite transaction alone, so the version cannot move while this one
+ *    runs).
+ * 2. Reads find a row's page in this transaction's view, else in the cache,
+ *    else with a request (several pages ahead per request when walking).
+ * 3. Writes (`put`, `delete`, `deleteRange`) change nothing stored yet: they
+ *    go to an ordered overlay that later reads of this transaction merge
+ *    over the pages (a read sees exactly the writes issued before it).
+ * 4. When the body has returned, `flush` loads the pages the writes fall on,
+ *    applies the writes to private copies, splits pages grown past the limits,
+ *    folds nearly empty pages into their successors, issues one `put` per
+ *    changed page and one version bump, and the engine commits. The cache
+ *    takes the new pages once the commit completed.
+ *
+ * So a body that fails, or that awaits something else so that IndexedDB
+ * commits under it, has stored nothing at all.
+ */
+import { invalidKeyError, checkScanLimit, type EngineTransaction, type Entry, type Key, type KeyRange, type ScanOptions } from "../../src/engine.js";
+import { BTree } from "../../src/ordered/btree.js";
+import { encodedInterval, encodeKey, type EncodedInterval } from "../../src/ordered/key-encoding.js";
+import { IndexedDbEngineError } from "./errors.js";
+import { lowerBound, upperBound } from "../../src/ordered/btree.js";
+import { cutPages, Page, type PageCache, type PageLimits, type PageRecord, PageSet, sizeOf } from "./pages.js";
+
+const PREFIX = "isostore indexeddb engine: ";
+
+/** The key of the version counter in the `meta` store. */
+export const VERSION_KEY = "version";
+
+/** A string above every key encoding (encodings use code units up to U+00FF only). */
+const TOP = "\u0100";
+
+/** Pages read ahead by one request when a walk moves to the next (or previous) page. */
+const WALK_AHEAD = 8;
+/** Pages read ahead, after the page holding it, when the flush looks up a written row's page. */
+const WRITE_AHEAD = 4;
+
+/** What the transaction needs from the platform. */
+export interface PagePlatform {
+  readonly IDBKeyRange: typeof IDBKeyRange;
+}
+
+/** One record of `IDBObjectStore.getAllRecords` (newer than TypeScript's DOM lib). */
+interface IdbRecord {
+  readonly key: IDBValidKey;
+  readonly value: unknown;
+}
+
+/** `getAllRecords`, where the platform has it (Chromium 141+, fake-indexeddb 6). */
+type GetAllRecords = (options: { query?: IDBKeyRange | null; count?: number; direction?: IDBCursorDirection }) => IDBRequest<IdbRecord[]>;
+
+/** A written row of the overlay (`deleted`: a delete). */
+interface Slot {
+  readonly enc: string;
+  readonly key: Key;
+  value: unknown;
+  size: number;
+  deleted: boolean;
+}
+
+/** What a read sees of the overlay: the slots in its interval and the cleared ranges, as they were when it was issued. */
+interface Snapshot {
+  readonly slots: readonly Slot[];
+  /** The slots' encodings (for binary search). */
+  readonly encs: readonly string[];
+  readonly cleared: readonly EncodedInterval[];
+}
+
+/** What a committed flush leaves for the cache. */
+export interface PageInstall {
+  readonly base: number;
+  readonly puts: readonly Page[];
+  readonly deletes: readonly string[];
+}
+
+/** A request's result as a promise (a failed request also aborts its transaction). */
+export function requestResult<T>(request: IDBRequest<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(request.error ?? new Error(`${PREFIX}request failed`));
+  });
+}
+
+/**
+ * Up to `count` records of `query` in `direction`, in one request where the
+ * platform has `getAllRecords`, else two (`getAllKeys` + `getAll`, which see
+ * the same data within a transaction) or a cursor (descending).
+ */
+export function readRecords(store: IDBObjectStore, query: IDBKeyRange | undefined, direction: "next" | "prev", count: number | undefined): Promise<IdbRecord[]> {
+  const getAllRecords = (store as unknown as { getAllRecords?: GetAllRecords }).getAllRecords;
+  if (typeof getAllRecords === "function") {
+    const options: { query?: IDBKeyRange; count?: number; direction?: IDBCursorDirection } = { direction };
+    if (query !== undefined) options.query = query;
+    if (count !== undefined) options.count = count;
+    return requestResult(getAllRecords.call(store, options));
+  }
+  if (direction === "next") {
+    const keys = requestResult(store.getAllKeys(query, count));
+    const values = requestResult(store.getAll(query, count));
+    return Promise.all([keys, values]).then(([k, v]) => k.map((key, i): IdbRecord => ({ key, value: v[i] as unknown })));
+  }
+  return new Promise<IdbRecord[]>((resolve, reject) => {
+    const out: IdbRecord[] = [];
+    const request = store.openCursor(query, "prev");
+    request.onsuccess = () => {
+      const cursor = request.result;
+      if (cursor === null) {
+        resolve(out);
+        return;
+      }
+      out.push({ key: cursor.key, value: cursor.value as unknown });
+      if (count !== undefined && out.length >= count) resolve(out);
+      else cursor.continue();
+    };
+    request.onerror = () => reject(request.error ?? new Error(`${PREFIX}cursor failed`));
+  });
+}
+
+/** Whether `key` is a non-empty array of strings and finite numbers. */
+function isValidKey(key: unknown): key is Key {
+  if (!Array.isArray(key) || key.length === 0) return false;
+  for (const part of key as unknown[]) {
+    if (typeof part !== "string" && (typeof part !== "number" || !Number.isFinite(part))) return false;
+  }
+  return true;
+}
+
+/** Whether the interval holds no key at all. */
+function isEmpty(iv: EncodedInterval): boolean {
+  if (iv.lower === undefined || iv.upper === undefined) return false;
+  return iv.lower > iv.upper || (iv.lower === iv.upper && (iv.lowerOpen || iv.upperOpen));
+}
+
+/** Whether `enc` lies in `iv`. */
+function contains(iv: EncodedInterval, enc: string): boolean {
+  if (iv.lower !== undefined && (iv.lowerOpen ? enc <= iv.lower : enc < iv.lower)) return false;
+  if (iv.upper !== undefined && (iv.upperOpen ? enc >= iv.upper : enc > iv.upper)) return false;
+  return true;
+}
+
+/** Whether a page starting at `lo` holds only keys above `iv`. */
+function startsAbove(lo: string, iv: EncodedInterval): boolean {
+  return iv.upper !== undefined && (lo > iv.upper || (lo === iv.upper && iv.upperOpen));
+}
+
+/** Whether every key below a page starting at `lo` lies below `iv`. */
+function startsAtOrBelow(lo: string, iv: EncodedInterval): boolean {
+  return iv.lower !== undefined && lo <= iv.lower;
+}
+
+/** The error of a call on a settled transaction's handle. */
+function dead(): Error {
+  return new Error(`${PREFIX}this transaction has already finished; its handle cannot be used any more`);
+}
+
+/** The error of a write in a readonly transaction. */
+function readonlyWrite(what: string): TypeError {
+  return new TypeError(`${PREFIX}${what} in a readonly transaction`);
+}
+
+/** The error of a call after IndexedDB committed the transaction under a body that awaited something else. */
+export function committedEarly(): IndexedDbEngineError {
+  return new IndexedDbEngineError(
+    "committed_early",
+    "IndexedDB committed the transaction while its body awaited something other than the transaction's own calls; none of the body's writes were stored",
+    { retryable: false },
+  );
+}
+
+/** The error of a page layout that breaks its own invariants (a damaged database). */
+function damaged(what: string): IndexedDbEngineError {
+  return new IndexedDbEngineError("aborted", `${PREFIX}the stored pages are inconsistent: ${what}`, { retryable: false });
+}
+
+/** One resolved empty scan, shared. */
+const NO_ENTRIES: Promise<Entry<never>[]> = Promise.resolve([]);
+
+/** The handle of one engine transaction over pages. */
+export class PagedTransaction implements EngineTransaction {
+  /** False once the body settled: every call then throws. */
+  live = true;
+  /** Set by the first refused call; dooms the transaction. */
+  failed = false;
+  failure: unknown = undefined;
+  /** How the IndexedDB transaction ended, once it has (calls then throw). */
+  ended: "committed" | "aborted" | null = null;
+  /** What the cache takes when the commit completes (set by a flush that wrote). */
+  install: PageInstall | null = null;
+
+  /** The database version this transaction reads (known once `ready` resolved). */
+  private version = 0;
+  private readonly ready: Promise<void>;
+  /** Committed pages this transaction has seen (the partition cannot change under it). */
+  private readonly view = new PageSet();
+  private overlay: BTree<Slot> | null = null;
+  private cleared: EncodedInterval[] = [];
+
+  constructor(
+    private readonly pages: IDBObjectStore,
+    private readonly meta: IDBObjectStore,
+    private readonly cache: PageCache,
+    private readonly readonly: boolean,
+    private readonly platform: PagePlatform,
+    private readonly limits: PageLimits,
+    /** Aborts the transaction (when a refused call dooms it). */
+    private readonly doom: () => void,
+  ) {
+    this.ready = requestResult(meta.get(VERSION_KEY)).then((stored) => {
+      this.version = typeof stored === "number" ? stored : 0;
+      this.cache.validate(this.version);
+    });
+    // A failed read aborts the transaction, which settles transact; calls see the rejection.
+    this.ready.catch(() => undefined);
+  }
+
+  /** Whether the body wrote anything (so `flush` has work). */
+  get hasWrites(): boolean {
+    return (this.overlay !== null && this.overlay.size > 0) || this.cleared.length > 0;
+  }
+
+  get<V = unknown>(key: Key): Promise<V | undefined> {
+    this.check();
+    if (!isValidKey(key)) throw this.fail(invalidKeyError(key));
+    const enc = encodeKey(key);
+    const slot = this.overlay?.find(enc);
+    if (slot !== undefined) return Promise.resolve((slot.deleted ? undefined : slot.value) as V | undefined);
+    for (const iv of this.cleared) if (contains(iv, enc)) return Promise.resolve(undefined);
+    return this.ready
+      .then(() => this.pageFor(enc))
+      .then((page) => {
+        const i = lowerBound(page.keys, enc);
+        return (page.keys[i] === enc ? page.values[i] : undefined) as V | undefined;
+      });
+  }
+
+  put(key: Key, value: unknown): void {
+    this.check();
+    if (this.readonly) throw this.fail(readonlyWrite("put"));
+    if (!isValidKey(key)) throw this.fail(invalidKeyError(key));
+    let size: number;
+    try {
+      size = sizeOf(value);
+    } catch (error) {
+      throw this.fail(error);
+    }
+    this.write(encodeKey(key), key, value, size, false);
+  }
+
+  delete(key: Key): void {
+    this.check();
+    if (this.readonly) throw this.fail(readonlyWrite("delete"));
+    if (!isValidKey(key)) throw this.fail(invalidKeyError(key));
+    this.write(encodeKey(key), key, undefined, 0, true);
+  }
+
+  /** Forget the overlay's writes in `range` and hide every stored row there (applied by the flush). */
+  deleteRange(range: KeyRange): void {
+    this.check();
+    if (this.readonly) throw this.fail(readonlyWrite("deleteRange"));
+    let iv: EncodedInterval;
+    try {
+      iv = encodedInterval(range);
+    } catch (error) {
+      throw this.fail(error);
+    }
+    if (isEmpty(iv)) return;
+    const overlay = this.overlay;
+    if (overlay !== null) {
+      const doomed: string[] = [];
+      overlay.scan(iv.lower, iv.lowerOpen, iv.upper, iv.upperOpen, false, Infinity, (slot) => doomed.push(slot.enc));
+      for (const enc of doomed) overlay.delete(enc);
+    }
+    this.cleared.push(iv);
+  }
+
+  scan<V = unknown>(range: KeyRange, options?: ScanOptions): Promise<Entry<V>[]> {
+    this.check();
+    let limit: number;
+    let iv: EncodedInterval;
+    try {
+      limit = checkScanLimit(options?.limit, PREFIX);
+      iv = encodedInterval(range);
+    } catch (error) {
+      throw this.fail(error);
+    }
+    if (isEmpty(iv)) return NO_ENTRIES;
+    const snapshot = this.snapshot(iv);
+    const reverse = options?.reverse === true;
+    return this.ready.then(() => (reverse ? this.walkDown(iv, limit, snapshot) : this.walkUp(iv, limit, snapshot))) as Promise<Entry<V>[]>;
+  }
+
+  /**
+   * Apply the body's writes (see the module comment). Issues the requests;
+   * the caller commits. Throws (and the caller aborts) when a page cannot be
+   * stored or IndexedDB already committed under the body.
+   */
+  async flush(): Promise<void> {
+    await this.ready;
+    if (this.ended !== null) throw committedEarly();
+    const limits = this.limits;
+    /** Private copies of the pages this flush changes, by low fence. */
+    const changed = new Map<string, Page>();
+    const copyOf = (page: Page): Page => {
+      let copy = changed.get(page.lo);
+      if (copy === undefined) {
+        copy = page.copy();
+        changed.set(page.lo, copy);
+      }
+      return copy;
+    };
+    // Cleared ranges first: a written row inside one was written after the clear.
+    for (const iv of this.cleared) {
+      let page = await this.pageFor(iv.lower ?? "");
+      for (;;) {
+        const copy = copyOf(page);
+        const from = iv.lower === undefined ? 0 : iv.lowerOpen ? upperBound(copy.keys, iv.lower) : lowerBound(copy.keys, iv.lower);
+        const to = iv.upper === undefined ? copy.keys.length : iv.upperOpen ? lowerBound(copy.keys, iv.upper) : upperBound(copy.keys, iv.upper);
+        copy.removeRows(from, to);
+        if (page.hi === null || startsAbove(page.hi, iv)) break;
+        page = await this.pageAt(page.hi, iv.upper, WALK_AHEAD);
+      }
+    }
+    const overlay = this.overlay;
+    if (overlay !== null && overlay.size > 0) {
+      await this.loadPagesOf(overlay);
+      let page: Page | undefined;
+      overlay.scan(undefined, false, undefined, false, false, Infinity, (slot) => {
+        if (page === undefined || !page.covers(slot.enc)) page = this.view.containing(slot.enc)!;
+        const copy = copyOf(page);
+        if (slot.deleted) copy.remove(slot.enc);
+        else copy.set(slot.enc, slot.value, slot.size);
+      });
+    }
+    // Nearly empty pages fold into their successors: make sure those are at hand.
+    const successors: string[] = [];
+    for (const copy of changed.values()) {
+      if (copy.hi !== null && copy.underfull(limits) && !changed.has(copy.hi) && this.known(copy.hi) === undefined) successors.push(copy.hi);
+    }
+    if (successors.length > 0) await Promise.all(successors.map((lo) => Promise.resolve(this.pageAt(lo, undefined, 1))));
+
+    const dirty = [...changed.values()].sort((a, b) => (a.lo < b.lo ? -1 : a.lo > b.lo ? 1 : 0));
+    const consumed = new Set<string>();
+    const puts: Page[] = [];
+    const deletes: string[] = [];
+    for (const first of dirty) {
+      if (consumed.has(first.lo)) continue;
+      let keys = first.keys;
+      let values = first.values;
+      let sizes = first.sizes;
+      let hi = first.hi;
+      let rows = keys.length;
+      let bytes = first.bytes;
+      const folded: string[] = [];
+      while (hi !== null && rows < limits.maxRows / 4 && bytes < limits.maxBytes / 4) {
+        const next = changed.get(hi) ?? this.known(hi);
+        if (next === undefined) break;
+        keys = keys.concat(next.keys);
+        values = values.concat(next.values);
+        sizes = sizes.concat(next.sizes);
+        rows += next.keys.length;
+        bytes += next.bytes;
+        folded.push(next.lo);
+        consumed.add(next.lo);
+        hi = next.hi;
+      }
+      const pieces = cutPages(first.lo, hi, keys, values, sizes, limits);
+      const los = new Set(pieces.map((piece) => piece.lo));
+      for (const lo of folded) if (!los.has(lo)) deletes.push(lo);
+      puts.push(...pieces);
+    }
+    const stored: Page[] = [];
+    for (const lo of deletes) this.pages.delete(lo);
+    for (const page of puts) {
+      if (page.lo === "" && page.hi === null && page.keys.length === 0) {
+        // No rows left at all: no pages at all.
+        this.pages.delete("");
+        deletes.push("");
+        continue;
+      }
+      const record: PageRecord = page.toRecord();
+      this.pages.put(record, page.lo);
+      stored.push(page);
+    }
+    this.meta.put(this.version + 1, VERSION_KEY);
+    this.install = { base: this.version, puts: stored, deletes };
+  }
+
+  /** Throw if the handle may not be used. */
+  private check(): void {
+    if (!this.live) throw dead();
+    if (this.ended === "committed") throw committedEarly();
+    if (this.ended === "aborted") throw new IndexedDbEngineError("aborted", `${PREFIX}the transaction was aborted; its writes were rolled back`, { retryable: true });
+  }
+
+  private write(enc: string, key: Key, value: unknown, size: number, deleted: boolean): void {
+    const overlay = (this.overlay ??= new BTree<Slot>());
+    const slot = overlay.find(enc);
+    if (slot !== undefined) {
+      slot.value = value;
+      slot.size = size;
+      slot.deleted = deleted;
+    } else {
+      overlay.insert({ enc, key: key.slice(), value, size, deleted });
+    }
+  }
+
+  /** The overlay as a read issued now sees it within `iv` (`null`: nothing written that matters). */
+  private snapshot(iv: EncodedInterval): Snapshot | null {
+    const overlay = this.overlay;
+    const slots: Slot[] = [];
+    if (overlay !== null && overlay.size > 0) {
+      overlay.scan(iv.lower, iv.lowerOpen, iv.upper, iv.upperOpen, false, Infinity, (slot) => {
+        slots.push({ enc: slot.enc, key: slot.key, value: slot.value, size: slot.size, deleted: slot.deleted });
+      });
+    }
+    if (slots.length === 0 && this.cleared.length === 0) return null;
+    return { slots, encs: slots.map((slot) => slot.enc), cleared: this.cleared.slice() };
+  }
+
+  /** A committed page known without a request: in this transaction's view, else in a cache of this version. */
+  private known(lo: string): Page | undefined {
+    const page = this.view.at(lo);
+    if (page !== undefined) return page;
+    return this.adopt(this.cache.version === this.version ? this.cache.at(lo) : undefined);
+  }
+
+  /** Take a cached page into the view. */
+  private adopt(page: Page | undefined): Page | undefined {
+    if (page !== undefined) this.view.add(page);
+    return page;
+  }
+
+  /** Take loaded records into the view (and the cache, when it holds this version); returns their pages. */
+  private take(records: readonly IdbRecord[]): Page[] {
+    const cacheable = this.cache.version === this.version;
+    const pages: Page[] = [];
+    for (const record of records) {
+      const lo = record.key;
+      if (typeof lo !== "string") throw damaged(`a page key is not a string (${typeof lo})`);
+      let page = this.view.at(lo);
+      if (page === undefined) {
+        page = Page.fromRecord(lo, record.value as PageRecord);
+        this.view.add(page);
+        if (cacheable) this.cache.add(page);
+      }
+      pages.push(page);
+    }
+    return pages;
+  }
+
+  /** The page holding `enc`. */
+  private pageFor(enc: string): Page | Promise<Page> {
+    const known = this.view.containing(enc) ?? this.adopt(this.cache.version === this.version ? this.cache.containing(enc) : undefined);
+    if (known !== undefined) return known;
+    return this.loadContaining(enc);
+  }
+
+  /** Load the page holding `enc` (one request). */
+  private loadContaining(enc: string): Promise<Page> {
+    const query = this.platform.IDBKeyRange.bound("", enc);
+    return readRecords(this.pages, query, "prev", 1).then((records) => {
+      const page = this.take(records)[0];
+      if (page !== undefined) {
+        if (!page.covers(enc)) throw damaged(`the page at ${JSON.stringify(page.lo)} ends before a key it should hold`);
+        return page;
+      }
+      // No page at or below `enc`: there are no pages at all (the first one starts at "").
+      const root = this.view.at("") ?? Page.empty("", null);
+      this.view.add(root);
+      return root;
+    });
+  }
+
+  /** The page starting at `lo` (a high fence of a known page), reading up to `ahead` pages from there up to `upper`. */
+  private pageAt(lo: string, upper: string | undefined, ahead: number): Page | Promise<Page> {
+    const known = this.known(lo);
+    if (known !== undefined) return known;
+    const KeyRangeClass = this.platform.IDBKeyRange;
+    const query = upper === undefined || upper < lo ? KeyRangeClass.lowerBound(lo) : KeyRangeClass.bound(lo, upper);
+    return readRecords(this.pages, query, "next", ahead).then((records) => {
+      const page = this.take(records)[0];
+      if (page === undefined || page.lo !== lo) throw damaged(`no page starts at the high fence ${JSON.stringify(lo)}`);
+      return page;
+    });
+  }
+
+  /** The page ending at `lo` (the predecessor of the page starting there), reading up to a few more below it. */
+  private pageBefore(lo: string): Page | Promise<Page> {
+    const known = this.view.before(lo) ?? this.adopt(this.cache.version === this.version ? this.cache.before(lo) : undefined);
+    if (known !== undefined) return known;
+    const query = this.platform.IDBKeyRange.bound("", lo, false, true);
+    return readRecords(this.pages, query, "prev", WALK_AHEAD).then((records) => {
+      const page = this.take(records)[0];
+      if (page === undefined || page.hi !== lo) throw damaged(`no page ends at the low fence ${JSON.stringify(lo)}`);
+      return page;
+    });
+  }
+
+  /**
+   * Bring the page of every overlay row into the view, in rounds: each round
+   * looks up, for every stretch of rows whose pages are unknown, the page of
+   * its first row and a few after it, all requests at once.
+   */
+  private async loadPagesOf(overlay: BTree<Slot>): Promise<void> {
+    const KeyRangeClass = this.platform.IDBKeyRange;
+    for (;;) {
+      const probes: string[] = [];
+      let page: Page | undefined;
+      let probing = false;
+      overlay.scan(undefined, false, undefined, false, false, Infinity, (slot) => {
+        if (page !== undefined && page.covers(slot.enc)) return;
+        page = this.view.containing(slot.enc) ?? this.adopt(this.cache.version === this.version ? this.cache.containing(slot.enc) : undefined);
+        if (page !== undefined) {
+          probing = false;
+          return;
+        }
+        if (!probing) probes.push(slot.enc);
+        probing = true;
+      });
+      if (probes.length === 0) return;
+      await Promise.all(
+        probes.map((enc) =>
+          Promise.all([this.loadContaining(enc), readRecords(this.pages, KeyRangeClass.lowerBound(enc, true), "next", WRITE_AHEAD).then((records) => this.take(records))]),
+        ),
+      );
+    }
+  }
+
+  /** Ascending scan of `iv`: pages from the one holding its lower end, following high fences. */
+  private async walkUp(iv: EncodedInterval, limit: number, snapshot: Snapshot | null): Promise<Entry[]> {
+    const out: Entry[] = [];
+    let page = await this.pageFor(iv.lower ?? "");
+    for (;;) {
+      this.emit(page, iv, snapshot, false, limit, out);
+      if (out.length >= limit || page.hi === null || startsAbove(page.hi, iv)) return out;
+      page = await this.pageAt(page.hi, iv.upper, WALK_AHEAD);
+    }
+  }
+
+  /** Descending scan of `iv`: pages from the one holding its upper end, following low fences. */
+  private async walkDown(iv: EncodedInterval, limit: number, snapshot: Snapshot | null): Promise<Entry[]> {
+    const out: Entry[] = [];
+    let page = await this.pageFor(iv.upper ?? TOP);
+    for (;;) {
+      this.emit(page, iv, snapshot, true, limit, out);
+      if (out.length >= limit || page.lo === "" || startsAtOrBelow(page.lo, iv)) return out;
+      page = await this.pageBefore(page.lo);
+    }
+  }
+
+  /** Append to `out` (up to `limit` entries) the rows of `page` in `iv`, as the overlay snapshot shows them. */
+  private emit(page: Page, iv: EncodedInterval, snapshot: Snapshot | null, reverse: boolean, limit: number, out: Entry[]): void {
+    const keys = page.keys;
+    const from = iv.lower === undefined ? 0 : iv.lowerOpen ? upperBound(keys, iv.lower) : lowerBound(keys, iv.lower);
+    const to = iv.upper === undefined ? keys.length : iv.upperOpen ? lowerBound(keys, iv.upper) : upperBound(keys, iv.upper);
+    if (snapshot === null) {
+      if (reverse) for (let i = to - 1; i >= from && out.length < limit; i--) out.push({ key: page.keyAt(i), value: page.values[i] });
+      else for (let i = from; i < to && out.length < limit; i++) out.push({ key: page.keyAt(i), value: page.values[i] });
+      return;
+    }
+    // Merge the page's rows with the overlay's rows on this page (both ascending).
+    const { slots, encs, cleared } = snapshot;
+    const merged: Entry[] = [];
+    let s = lowerBound(encs, page.lo);
+    let i = from;
+    const pageEnd = (slot: Slot): boolean => page.hi !== null && slot.enc >= page.hi;
+    const hidden = (enc: string): boolean => {
+      for (const c of cleared) if (contains(c, enc)) return true;
+      return false;
+    };
+    for (;;) {
+      const slot = s < slots.length && !pageEnd(slots[s]!) ? slots[s]! : undefined;
+      const rowKey = i < to ? keys[i]! : undefined;
+      if (slot === undefined && rowKey === undefined) break;
+      if (slot === undefined || (rowKey !== undefined && rowKey < slot.enc)) {
+        if (!hidden(rowKey!)) merged.push({ key: page.keyAt(i), value: page.values[i] });
+        i++;
+        continue;
+      }
+      if (rowKey === slot.enc) i++;
+      if (!slot.deleted) merged.push({ key: slot.key, value: slot.value });
+      s++;
+    }
+    if (reverse) for (let k = merged.length - 1; k >= 0 && out.length < limit; k--) out.push(merged[k]!);
+    else for (let k = 0; k < merged.length && out.length < limit; k++) out.push(merged[k]!);
+  }
+
+  /** Record the first refused call, doom the transaction, and return `error` to rethrow. */
+  private fail(error: unknown): unknown {
+    if (!this.failed) {
+      this.failed = true;
+      this.failure = error;
+      this.doom();
+    }
+    return error;
+  }
+}

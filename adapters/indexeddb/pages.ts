@@ -1,0 +1,428 @@
+/**
+ * Pages: how the IndexedDB engine packs many engine rows into one IndexedDB
+ * record, and the in-memory bookkeeping around them (pure code, no IndexedDB).
+ *
+ * Why: in Chromium every IndexedDB request costs about 75-200 us whatever it
+ * carries (BENCHMARKS.md, "What one IndexedDB request costs"), so an engine
+ * that stores one row per record pays that for every row a transaction reads or
+ * writes. A page holds a sorted run of rows; a transaction that touches 500
+ * rows of a few neighbourhoods writes a handful of pages.
+ *
+ * Layout (schema v2, see `./schema.ts`): the `pages` store maps a page's low
+ * fence `lo` (a key encoding from `src/ordered/key-encoding.ts`, compared as a
+ * string exactly as IndexedDB compares string keys) to a {@link PageRecord}
+ * holding its high fence and its rows. The pages partition the key space: the
+ * first page's low fence is `""` (below every encoding), each page's high
+ * fence is the next page's low fence, and the last page's is `null`. A row
+ * with encoding `e` lives in the page with `lo <= e < hi`. No page record at
+ * all means no rows at all.
+ *
+ * Pages are immutable once another party may hold them (the engine's cache, a
+ * transaction's view): a transaction that changes a page changes a
+ * {@link Page.copy}.
+ */
+import { lowerBound, upperBound } from "../../src/ordered/btree.js";
+import { decodeKey } from "../../src/ordered/key-encoding.js";
+import type { Key } from "../../src/engine.js";
+
+/** A page as stored under its low fence. */
+export interface PageRecord {
+  /** High fence: the next page's low fence, or `null` for the last page. */
+  readonly h: string | null;
+  /** Row key encodings, ascending. */
+  readonly k: readonly string[];
+  /** Row values, parallel to `k`. */
+  readonly v: readonly unknown[];
+  /** Estimated stored size of each value in bytes ({@link sizeOf}), parallel to `k`. */
+  readonly s: readonly number[];
+}
+
+/** How large a page may grow before it splits. */
+export interface PageLimits {
+  /** Most rows on one page. */
+  readonly maxRows: number;
+  /** Most estimated bytes of keys and values on one page (a single larger row gets a page of its own). */
+  readonly maxBytes: number;
+}
+
+/**
+ * The default limits: measured in Chromium, a put of a 2 KB page costs about
+ * what a put of a 30-byte row does, and 16 KB about 1.5x that, so pages hold
+ * up to 128 index rows or a few dozen event rows.
+ */
+export const DEFAULT_PAGE_LIMITS: PageLimits = { maxRows: 128, maxBytes: 16 * 1024 };
+
+/** Bytes a key costs on a page beside its value (the string and its slot). */
+function keyBytes(enc: string): number {
+  return enc.length + 8;
+}
+
+/** A page in memory. */
+export class Page {
+  /** Decoded keys, filled lazily (a page is immutable once shared, so this is stable). */
+  private decoded: (Key | undefined)[] | undefined;
+
+  constructor(
+    /** Low fence (the IndexedDB key of its record). */
+    readonly lo: string,
+    /** High fence; `null` for the last page. */
+    public hi: string | null,
+    public keys: string[],
+    public values: unknown[],
+    public sizes: number[],
+    /** Sum of {@link keyBytes} and `sizes` over the rows. */
+    public bytes: number,
+  ) {}
+
+  /** The page of a stored record. */
+  static fromRecord(lo: string, record: PageRecord): Page {
+    let bytes = 0;
+    for (let i = 0; i < record.k.length; i++) bytes += keyBytes(record.k[i]!) + record.s[i]!;
+    return new Page(lo, record.h, record.k as string[], record.v as unknown[], record.s as number[], bytes);
+  }
+
+  /** An empty page spanning `[lo, hi)`. */
+  static empty(lo: string, hi: string | null): Page {
+    return new Page(lo, hi, [], [], [], 0);
+  }
+
+  toRecord(): PageRecord {
+    return { h: this.hi, k: this.keys, v: this.values, s: this.sizes };
+  }
+
+  /** Whether the row `enc` belongs on this page. */
+  covers(enc: string): boolean {
+    return enc >= this.lo && (this.hi === null || enc < this.hi);
+  }
+
+  /** A private copy to change (the row arrays are copied, the values shared). */
+  copy(): Page {
+    return new Page(this.lo, this.hi, this.keys.slice(), this.values.slice(), this.sizes.slice(), this.bytes);
+  }
+
+  /** The decoded key of row `i`. */
+  keyAt(i: number): Key {
+    const decoded = (this.decoded ??= new Array<Key | undefined>(this.keys.length));
+    return (decoded[i] ??= decodeKey(this.keys[i]!));
+  }
+
+  /** Set row `enc` (insert or replace). Only on a private copy. */
+  set(enc: string, value: unknown, size: number): void {
+    const i = lowerBound(this.keys, enc);
+    if (this.keys[i] === enc) {
+      this.bytes += size - this.sizes[i]!;
+      this.values[i] = value;
+      this.sizes[i] = size;
+    } else {
+      this.keys.splice(i, 0, enc);
+      this.values.splice(i, 0, value);
+      this.sizes.splice(i, 0, size);
+      this.bytes += keyBytes(enc) + size;
+    }
+    this.decoded = undefined;
+  }
+
+  /** Remove row `enc` if present. Only on a private copy. */
+  remove(enc: string): void {
+    const i = lowerBound(this.keys, enc);
+    if (this.keys[i] !== enc) return;
+    this.removeRows(i, i + 1);
+  }
+
+  /** Remove rows `[from, to)`. Only on a private copy. */
+  removeRows(from: number, to: number): void {
+    if (to <= from) return;
+    for (let i = from; i < to; i++) this.bytes -= keyBytes(this.keys[i]!) + this.sizes[i]!;
+    this.keys.splice(from, to - from);
+    this.values.splice(from, to - from);
+    this.sizes.splice(from, to - from);
+    this.decoded = undefined;
+  }
+
+  /** Whether the page is small enough to be folded into its successor's rows. */
+  underfull(limits: PageLimits): boolean {
+    return this.keys.length < limits.maxRows / 4 && this.bytes < limits.maxBytes / 4;
+  }
+}
+
+/**
+ * Cut the rows of one stretch of the key space `[lo, hi)` into pages within
+ * `limits`: greedily from the left (appends at the right end leave full pages
+ * behind them), then, when the last page would be underfull, the last two
+ * share their rows evenly. The first page keeps `lo`, the others take their
+ * first row's key as low fence, the last keeps `hi`. No rows: one empty page.
+ */
+export function cutPages(lo: string, hi: string | null, keys: string[], values: unknown[], sizes: number[], limits: PageLimits): Page[] {
+  const starts: number[] = [0];
+  let rows = 0;
+  let bytes = 0;
+  for (let i = 0; i < keys.length; i++) {
+    const b = keyBytes(keys[i]!) + sizes[i]!;
+    if (rows > 0 && (rows + 1 > limits.maxRows || bytes + b > limits.maxBytes)) {
+      starts.push(i);
+      rows = 0;
+      bytes = 0;
+    }
+    rows++;
+    bytes += b;
+  }
+  const n = starts.length;
+  if (n >= 2) {
+    const lastStart = starts[n - 1]!;
+    const last = Page.empty("", null);
+    last.keys = keys.slice(lastStart);
+    last.sizes = sizes.slice(lastStart);
+    for (let i = 0; i < last.keys.length; i++) last.bytes += keyBytes(last.keys[i]!) + last.sizes[i]!;
+    if (last.underfull(limits)) {
+      // Share the last two pages' rows by count, unless that would overfill one by bytes.
+      const from = starts[n - 2]!;
+      const mid = from + Math.ceil((keys.length - from) / 2);
+      let left = 0;
+      let right = 0;
+      for (let i = from; i < keys.length; i++) {
+        const b = keyBytes(keys[i]!) + sizes[i]!;
+        if (i < mid) left += b;
+        else right += b;
+      }
+      if (left <= limits.maxBytes && right <= limits.maxBytes) starts[n - 1] = mid;
+    }
+  }
+  const pages: Page[] = [];
+  for (let p = 0; p < starts.length; p++) {
+    const from = starts[p]!;
+    const to = p + 1 < starts.length ? starts[p + 1]! : keys.length;
+    const pageLo = p === 0 ? lo : keys[from]!;
+    const pageHi = p + 1 < starts.length ? keys[to]! : hi;
+    const page = new Page(pageLo, pageHi, keys.slice(from, to), values.slice(from, to), sizes.slice(from, to), 0);
+    for (let i = from; i < to; i++) page.bytes += keyBytes(keys[i]!) + sizes[i]!;
+    pages.push(page);
+  }
+  return pages;
+}
+
+/**
+ * Builds pages from rows arriving in ascending key order (a migration copying
+ * a whole store): `add` each row, then `finish`; `emit` gets each page with its
+ * final high fence.
+ */
+export class PageBuilder {
+  private lo = "";
+  private keys: string[] = [];
+  private values: unknown[] = [];
+  private sizes: number[] = [];
+  private bytes = 0;
+  private any = false;
+
+  constructor(
+    private readonly limits: PageLimits,
+    private readonly emit: (page: Page) => void,
+  ) {}
+
+  add(enc: string, value: unknown, size: number): void {
+    const b = keyBytes(enc) + size;
+    if (this.keys.length > 0 && (this.keys.length + 1 > this.limits.maxRows || this.bytes + b > this.limits.maxBytes)) {
+      this.flush(enc);
+      this.lo = enc;
+    }
+    this.keys.push(enc);
+    this.values.push(value);
+    this.sizes.push(size);
+    this.bytes += b;
+    this.any = true;
+  }
+
+  /** Emit the last page (nothing at all when no row was added: no rows, no pages). */
+  finish(): void {
+    if (this.any) this.flush(null);
+  }
+
+  private flush(hi: string | null): void {
+    this.emit(new Page(this.lo, hi, this.keys, this.values, this.sizes, this.bytes));
+    this.keys = [];
+    this.values = [];
+    this.sizes = [];
+    this.bytes = 0;
+  }
+}
+
+/** Deepest nesting {@link sizeOf} walks; below it a value counts as this many bytes. */
+const SIZE_DEPTH = 32;
+const DEEP_VALUE_BYTES = 64;
+
+/**
+ * An estimate of the bytes `value` takes stored (for page budgets, not an
+ * exact figure), refusing with a `DataCloneError` what structured clone would
+ * refuse in any case (functions and symbols), so that a bad value fails at its
+ * `put`, not at the commit.
+ */
+export function sizeOf(value: unknown, depth = 0): number {
+  switch (typeof value) {
+    case "string":
+      return value.length + 4;
+    case "number":
+      return 9;
+    case "boolean":
+    case "undefined":
+      return 2;
+    case "bigint":
+      return 16;
+    case "function":
+    case "symbol":
+      throw new DOMException(`a ${typeof value} cannot be stored (structured clone refuses it)`, "DataCloneError");
+    default:
+      break;
+  }
+  if (value === null) return 2;
+  if (depth >= SIZE_DEPTH) return DEEP_VALUE_BYTES;
+  if (ArrayBuffer.isView(value)) return value.byteLength + 16;
+  if (value instanceof ArrayBuffer) return value.byteLength + 16;
+  if (value instanceof Date) return 9;
+  let total = 8;
+  if (Array.isArray(value)) {
+    for (const item of value as unknown[]) total += sizeOf(item, depth + 1);
+    return total;
+  }
+  if (value instanceof Map) {
+    for (const [k, v] of value as Map<unknown, unknown>) total += sizeOf(k, depth + 1) + sizeOf(v, depth + 1);
+    return total;
+  }
+  if (value instanceof Set) {
+    for (const item of value as Set<unknown>) total += sizeOf(item, depth + 1);
+    return total;
+  }
+  const record = value as Record<string, unknown>;
+  for (const key of Object.keys(record)) total += key.length + 4 + sizeOf(record[key], depth + 1);
+  return total;
+}
+
+/**
+ * A set of pages ordered by low fence, answering "which of these pages holds
+ * encoding `e`" by binary search. The pages need not be contiguous (a cache
+ * holds some pages of the partition); a page is found only when it covers `e`.
+ */
+export class PageSet {
+  protected los: string[] = [];
+  protected readonly byLo = new Map<string, Page>();
+
+  get size(): number {
+    return this.byLo.size;
+  }
+
+  /** The page whose interval holds `enc`, if present. */
+  containing(enc: string): Page | undefined {
+    const i = upperBound(this.los, enc) - 1;
+    if (i < 0) return undefined;
+    const page = this.byLo.get(this.los[i]!)!;
+    return page.hi === null || enc < page.hi ? page : undefined;
+  }
+
+  /** The page with low fence `lo`, if present. */
+  at(lo: string): Page | undefined {
+    return this.byLo.get(lo);
+  }
+
+  /** The page whose high fence is `lo` (the predecessor of the page at `lo`), if present. */
+  before(lo: string): Page | undefined {
+    const i = lowerBound(this.los, lo) - 1;
+    if (i < 0) return undefined;
+    const page = this.byLo.get(this.los[i]!)!;
+    return page.hi === lo ? page : undefined;
+  }
+
+  /** Add `page`, replacing the page with the same low fence. */
+  add(page: Page): void {
+    if (!this.byLo.has(page.lo)) {
+      const i = lowerBound(this.los, page.lo);
+      this.los.splice(i, 0, page.lo);
+    }
+    this.byLo.set(page.lo, page);
+  }
+
+  /** Remove the page at `lo`, if present. */
+  remove(lo: string): void {
+    if (!this.byLo.delete(lo)) return;
+    const i = lowerBound(this.los, lo);
+    this.los.splice(i, 1);
+  }
+
+  clear(): void {
+    this.los = [];
+    this.byLo.clear();
+  }
+
+  /** Every page, ascending. */
+  all(): Page[] {
+    return this.los.map((lo) => this.byLo.get(lo)!);
+  }
+}
+
+/**
+ * The engine's cache of committed pages, valid for one version of the
+ * database (the counter every writing transaction bumps in the `meta` store):
+ * a transaction that reads another version empties it, so a write from
+ * another tab or worker is never read stale. Bounded: beyond `capacity` pages
+ * it drops the ones used longest ago.
+ */
+export class PageCache extends PageSet {
+  /** The version the cached pages belong to; `null` before the first transaction. */
+  version: number | null = null;
+
+  constructor(private readonly capacity: number) {
+    super();
+  }
+
+  /** Adopt `version` as the database's current one, forgetting everything when it differs. */
+  validate(version: number): void {
+    if (this.version === version) return;
+    this.clear();
+    this.version = version;
+  }
+
+  /** Forget everything, and the version too. */
+  reset(): void {
+    this.clear();
+    this.version = null;
+  }
+
+  override containing(enc: string): Page | undefined {
+    const page = super.containing(enc);
+    if (page !== undefined) this.touch(page);
+    return page;
+  }
+
+  override at(lo: string): Page | undefined {
+    const page = super.at(lo);
+    if (page !== undefined) this.touch(page);
+    return page;
+  }
+
+  override add(page: Page): void {
+    super.add(page);
+    this.touch(page);
+    while (this.byLo.size > this.capacity) {
+      const oldest = this.byLo.keys().next().value as string;
+      this.remove(oldest);
+    }
+  }
+
+  /**
+   * A committed transaction's pages: `puts` replace, `deletes` go, and the
+   * cache moves from version `base` to `base + 1`. When the cache is not at
+   * `base` (another transaction already moved it), it is emptied instead.
+   */
+  install(base: number, puts: readonly Page[], deletes: readonly string[]): void {
+    if (this.version !== base) {
+      this.reset();
+      return;
+    }
+    for (const lo of deletes) this.remove(lo);
+    for (const page of puts) this.add(page);
+    this.version = base + 1;
+  }
+
+  /** Mark `page` as just used (Map order is the eviction order). */
+  private touch(page: Page): void {
+    this.byLo.delete(page.lo);
+    this.byLo.set(page.lo, page);
+  }
+}
