@@ -2,7 +2,10 @@
  * The journal conformance suite against the IndexedDB engine in Node, over
  * fake-indexeddb (the fast lane; real Chromium runs it in test/browser/).
  * Every subject gets a fresh in-memory IDBFactory. "Reopen" closes the engine
- * and opens a new engine and a new journal on the same database name.
+ * and opens a new engine and a new journal on the same database name. A second
+ * lane runs the suite over tiny pages (8 rows or 512 bytes) and a 4-page
+ * cache, so that the journal's transactions split, fold and miss pages all the
+ * time.
  */
 import "fake-indexeddb/auto";
 import { IDBFactory, IDBKeyRange } from "fake-indexeddb";
@@ -10,6 +13,7 @@ import { describe, it } from "vitest";
 import { createJournal } from "../../src/index.js";
 import { journalConformanceCases } from "../../src/testing/index.js";
 import { indexedDbEngine } from "./index.js";
+import { IndexedDbEngine } from "./indexeddb-engine.js";
 
 describe("usage journal over the IndexedDB engine (fake-indexeddb)", () => {
   const cases = journalConformanceCases({
@@ -24,6 +28,36 @@ describe("usage journal over the IndexedDB engine (fake-indexeddb)", () => {
         reopen: async () => {
           await engine.close();
           engine = indexedDbEngine({ name: "conformance", indexedDB: factory, IDBKeyRange });
+          return createJournal(engine, options);
+        },
+        close: () => engine.close(),
+      };
+    },
+  });
+  for (const c of cases) it(c.name, c.run, c.timeoutMs);
+});
+
+describe("usage journal over the IndexedDB engine with tiny pages and a tiny cache (fake-indexeddb)", () => {
+  const open = (factory: IDBFactory): IndexedDbEngine =>
+    new IndexedDbEngine({
+      name: "conformance",
+      durability: "strict",
+      platform: () => ({ indexedDB: factory, IDBKeyRange }),
+      pageLimits: { maxRows: 8, maxBytes: 512 },
+      cachePages: 4,
+    });
+  const cases = journalConformanceCases({
+    label: "indexeddb (fake-indexeddb, tiny pages)",
+    durable: true,
+    canReopen: true,
+    createSubject: async (options) => {
+      const factory = new IDBFactory();
+      let engine = open(factory);
+      return {
+        journal: createJournal(engine, options),
+        reopen: async () => {
+          await engine.close();
+          engine = open(factory);
           return createJournal(engine, options);
         },
         close: () => engine.close(),

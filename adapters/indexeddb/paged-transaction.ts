@@ -506,24 +506,25 @@ export class PagedTransaction implements EngineTransaction {
 
   /**
    * Bring the page of every overlay row into the view, in rounds: each round
-   * looks up, for every stretch of rows whose pages are unknown, the page of
-   * its first row and a few after it, all requests at once.
+   * looks up the page of the first row whose page is unknown, and a few pages
+   * after it, for every group of rows (rows whose keys agree but for the last
+   * element: one index's entries), all requests at once. A warm cache needs no
+   * round at all.
    */
   private async loadPagesOf(overlay: BTree<Slot>): Promise<void> {
     const KeyRangeClass = this.platform.IDBKeyRange;
     for (;;) {
       const probes: string[] = [];
       let page: Page | undefined;
-      let probing = false;
+      let probedGroup: string | undefined;
       overlay.scan(undefined, false, undefined, false, false, Infinity, (slot) => {
         if (page !== undefined && page.covers(slot.enc)) return;
         page = this.view.containing(slot.enc) ?? this.adopt(this.cache.version === this.version ? this.cache.containing(slot.enc) : undefined);
-        if (page !== undefined) {
-          probing = false;
-          return;
-        }
-        if (!probing) probes.push(slot.enc);
-        probing = true;
+        if (page !== undefined) return;
+        const group = encodeKey(slot.key.slice(0, -1));
+        if (group === probedGroup) return;
+        probedGroup = group;
+        probes.push(slot.enc);
       });
       if (probes.length === 0) return;
       await Promise.all(

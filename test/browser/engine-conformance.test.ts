@@ -7,6 +7,7 @@
  */
 import { afterAll, describe, it } from "vitest";
 import { indexedDbEngine } from "../../adapters/indexeddb/index.js";
+import { IndexedDbEngine, platformFromGlobals } from "../../adapters/indexeddb/indexeddb-engine.js";
 import type { Engine } from "../../src/engine.js";
 import { engineConformanceCases } from "../../src/testing/index.js";
 
@@ -48,6 +49,36 @@ describe("engine conformance: IndexedDB (Chromium)", () => {
       if (name === undefined) throw new Error("reopen of an engine this file did not open");
       await engine.close();
       return open(name);
+    },
+  });
+  for (const c of cases) it(c.name, c.run, c.timeoutMs);
+
+  afterAll(async () => {
+    for (const name of opened.splice(0)) await deleteDatabase(name);
+  });
+});
+
+describe("engine conformance: IndexedDB (Chromium, tiny pages and a 3-page cache)", () => {
+  const tiny = new WeakMap<Engine, string>();
+  const openTiny = (name: string): Engine => {
+    const engine = new IndexedDbEngine({ name, durability: "strict", platform: platformFromGlobals, pageLimits: { maxRows: 4, maxBytes: 256 }, cachePages: 3 });
+    tiny.set(engine, name);
+    return engine;
+  };
+  const cases = engineConformanceCases({
+    label: "indexeddb (Chromium, tiny pages)",
+    durable: true,
+    runs: RUNS / 2,
+    createEngine: () => {
+      const name = `engine-conformance-tiny-${run}-${++counter}`;
+      opened.push(name);
+      return openTiny(name);
+    },
+    reopen: async (engine) => {
+      const name = tiny.get(engine);
+      if (name === undefined) throw new Error("reopen of an engine this file did not open");
+      await engine.close();
+      return openTiny(name);
     },
   });
   for (const c of cases) it(c.name, c.run, c.timeoutMs);

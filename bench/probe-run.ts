@@ -1,0 +1,13 @@
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright";
+import { createServer } from "vite";
+const root = fileURLToPath(new URL("..", import.meta.url));
+const server = await createServer({ root, configFile: false, logLevel: "warn", optimizeDeps: { noDiscovery: true, include: [] }, server: { host: "127.0.0.1", port: 0, hmr: false, watch: null } });
+await server.listen();
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"] });
+const page = await browser.newPage();
+page.on("pageerror", (e) => console.error(e.message));
+await page.goto(new URL(process.argv[2] ?? "bench/browser/probe.html", server.resolvedUrls!.local[0]).href);
+await page.waitForFunction(() => (globalThis as { probe?: unknown }).probe !== undefined);
+console.log(await page.evaluate(() => (globalThis as unknown as { probe: () => Promise<string> }).probe()));
+await browser.close(); await server.close();
