@@ -11,8 +11,8 @@ import type { BenchOptions, BenchResults, ClaimCostResult, PairResult, QueuePair
  *    event record in its own transaction (same durability);
  * 2. `appendBatch` of 100 vs raw adds of the same 100 records in one
  *    transaction (strict);
- * 3. the engine's own overhead: a journal-like request pattern through the
- *    engine vs the same requests on raw IndexedDB;
+ * 3. a journal-like pattern of rows through the engine (which packs them into
+ *    pages) vs the same rows as raw IndexedDB records, a request each;
  * 4. claim 100 + ackBatch of them at 1,000 and at 50,000 pending events (1,000
  *    ordering keys, strict; the backlog is built with a relaxed engine on the
  *    same database and topped up, untimed, after every cycle);
@@ -20,8 +20,8 @@ import type { BenchOptions, BenchResults, ClaimCostResult, PairResult, QueuePair
  *    (`pushRequest` + `shiftRequest`) of N requests carrying the same events
  *    as JSON bodies, the queue browser apps use today;
  * 6. what those figures are made of: the cost of one IndexedDB request of each
- *    kind the journal issues (raw IndexedDB, no journal), and of a record
- *    with three native index entries beside four records.
+ *    kind (raw IndexedDB, no journal), of a record with three native index
+ *    entries beside four records, and of the pages the engine writes.
  */
 import { openDB, unwrap, type IDBPDatabase } from "idb";
 import { indexedDbEngine, type IndexedDbDurability } from "../../adapters/indexeddb/index.js";
@@ -326,6 +326,25 @@ async function requestCosts(perRound: number, rounds: number): Promise<RequestCo
         eventKey(base + i),
       );
     }
+  });
+  // What the engine writes instead of rows: pages (see adapters/indexeddb/pages.ts), shaped like its records.
+  const indexPage = {
+    h: null,
+    k: Array.from({ length: 128 }, (_, i) => `\u0002j\u0000\u0002n\u0000\u0002r\u0000\u0002billing\u0000\u0001${String(i).padStart(8, "0")}`),
+    v: Array.from({ length: 128 }, () => 0),
+    s: Array.from({ length: 128 }, () => 9),
+  };
+  const eventPage = {
+    h: null,
+    k: events.slice(0, 40).map((_, i) => `\u0002j\u0000\u0002n\u0000\u0002e\u0000\u0001${String(i).padStart(8, "0")}`),
+    v: events.slice(0, 40).map((event, i) => ({ position: i, event })),
+    s: events.slice(0, 40).map(() => 400),
+  };
+  await time("`put` of a page of 128 index rows (about 5 KB)", "request", "rows", "readwrite", (os, base) => {
+    for (let i = 0; i < perRound; i++) os.put(indexPage, ["page", base + i]);
+  });
+  await time("`put` of a page of 40 event rows (about 16 KB)", "request", "rows", "readwrite", (os, base) => {
+    for (let i = 0; i < perRound; i++) os.put(eventPage, ["page", base + i]);
   });
   db.close();
   await deleteDatabase(name);
