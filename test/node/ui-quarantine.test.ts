@@ -147,6 +147,16 @@ describe("quarantine review page (web/) in Chromium against the worker", () => {
     await page.locator("#signin-message").waitFor();
     expect(await page.locator("#signin-message").textContent()).toContain("did not accept the token");
 
+    // The under-scoped session's quarantine listing answers (403) only after the operator has
+    // signed in again: a refused request of a session already signed out must not sign out the next one.
+    let staleRefusal: Promise<unknown> | undefined;
+    await page.route(`**${list}**`, async (route) => {
+      if (route.request().headers()["authorization"] === `Bearer ${APPEND_TOKEN}`) {
+        staleRefusal = page.waitForResponse((response) => response.request() === route.request());
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+      }
+      await route.continue();
+    });
     await tokenInput.fill(APPEND_TOKEN);
     await page.keyboard.press("Enter");
     await page.getByLabel("Consumer", { exact: true }).fill(CONSUMER);
@@ -160,6 +170,11 @@ describe("quarantine review page (web/) in Chromium against the worker", () => {
     // The fragment remembered the journal and consumer, so the review opens directly.
     const quarantinedCard = page.locator("[data-stat=quarantined] .stat-value");
     await expect.poll(() => quarantinedCard.textContent()).toBe("7");
+    expect(staleRefusal).toBeDefined();
+    expect(await (staleRefusal as Promise<{ status(): number }>).then((response) => response.status())).toBe(403);
+    await page.waitForTimeout(300); // let the page handle that answer
+    expect(await quarantinedCard.textContent()).toBe("7"); // still signed in
+    expect(await page.locator("#signin-message").count()).toBe(0);
     expect(await page.evaluate<string>("document.cookie")).toBe("");
 
     // --- paging (3 a page here): Older → walks the cursor pages, ← Newer walks back

@@ -49,14 +49,22 @@ interface SignInMessage {
   readonly tone: "error" | "info";
 }
 
+/**
+ * Counts sign-ins and sign-outs: a view reports a refused token only while the
+ * session it was opened in is current, so a slow request of a session already
+ * signed out (its second 403, say) cannot sign out the next one.
+ */
+let session = 0;
+
 function signOut(message: SignInMessage | null): void {
+  session++;
   closeViews();
   token = null;
   clearToken();
   showSignIn(message);
 }
 
-function onAuthError(error: AuthError): void {
+function signOutRefused(error: AuthError): void {
   signOut({ text: authMessage(error), tone: "error" });
 }
 
@@ -100,6 +108,10 @@ function showSignIn(message: SignInMessage | null): void {
 async function showApp(): Promise<void> {
   if (token === null) return showSignIn(null);
   const api = new OperatorApi(token);
+  const current = ++session;
+  const onAuthError = (error: AuthError): void => {
+    if (current === session) signOutRefused(error);
+  };
   document.title = "isostore quarantine review";
   const status = el("p", { class: "toast", role: "status", "aria-live": "polite" });
   const content = el("main", { id: "content", tabindex: -1 }, el("p", { class: "loading", "aria-busy": "true" }, "Loading journals…"));
