@@ -146,6 +146,13 @@ function contains(iv: EncodedInterval, enc: string): boolean {
   return true;
 }
 
+/** The indexes `[from, to)` of the sorted `keys` that lie in `iv`. */
+function rowSpan(keys: readonly string[], iv: EncodedInterval): [number, number] {
+  const from = iv.lower === undefined ? 0 : iv.lowerOpen ? upperBound(keys, iv.lower) : lowerBound(keys, iv.lower);
+  const to = iv.upper === undefined ? keys.length : iv.upperOpen ? lowerBound(keys, iv.upper) : upperBound(keys, iv.upper);
+  return [from, to];
+}
+
 /** Whether a page starting at `lo` holds only keys above `iv`. */
 function startsAbove(lo: string, iv: EncodedInterval): boolean {
   return iv.upper !== undefined && (lo > iv.upper || (lo === iv.upper && iv.upperOpen));
@@ -321,8 +328,7 @@ export class PagedTransaction implements EngineTransaction {
       let page = await this.pageFor(iv.lower ?? "");
       for (;;) {
         const copy = copyOf(page);
-        const from = iv.lower === undefined ? 0 : iv.lowerOpen ? upperBound(copy.keys, iv.lower) : lowerBound(copy.keys, iv.lower);
-        const to = iv.upper === undefined ? copy.keys.length : iv.upperOpen ? lowerBound(copy.keys, iv.upper) : upperBound(copy.keys, iv.upper);
+        const [from, to] = rowSpan(copy.keys, iv);
         copy.removeRows(from, to);
         if (page.hi === null || startsAbove(page.hi, iv)) break;
         page = await this.pageAt(page.hi, iv.upper, WALK_AHEAD);
@@ -560,8 +566,7 @@ export class PagedTransaction implements EngineTransaction {
   /** Append to `out` (up to `limit` entries) the rows of `page` in `iv`, as the overlay snapshot shows them. */
   private emit(page: Page, iv: EncodedInterval, snapshot: Snapshot | null, reverse: boolean, limit: number, out: Entry[]): void {
     const keys = page.keys;
-    const from = iv.lower === undefined ? 0 : iv.lowerOpen ? upperBound(keys, iv.lower) : lowerBound(keys, iv.lower);
-    const to = iv.upper === undefined ? keys.length : iv.upperOpen ? lowerBound(keys, iv.upper) : upperBound(keys, iv.upper);
+    const [from, to] = rowSpan(keys, iv);
     if (snapshot === null) {
       if (reverse) for (let i = to - 1; i >= from && out.length < limit; i--) out.push({ key: page.keyAt(i), value: page.values[i] });
       else for (let i = from; i < to && out.length < limit; i++) out.push({ key: page.keyAt(i), value: page.values[i] });
