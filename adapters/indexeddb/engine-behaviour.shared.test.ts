@@ -450,6 +450,36 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
       for (const tab of tabs) await tab.close();
     });
 
+    it("folds pages emptied by deletes into their neighbours, so storage shrinks with the rows", async () => {
+      const name = freshName("fold");
+      const engine = paged(name, 4, 8);
+      await engine.transact("readwrite", async (tx) => {
+        for (let i = 0; i < 100; i++) tx.put(["row", i], i);
+      });
+      const pagesStored = async (): Promise<number> => {
+        const { indexedDB: factory, IDBKeyRange: keyRanges } = lane.platform();
+        const db = await openEngineDatabase(factory, keyRanges, name);
+        try {
+          return await new Promise<number>((resolve, reject) => {
+            const request = db.transaction(PAGES_STORE).objectStore(PAGES_STORE).count();
+            request.onsuccess = () => resolve(request.result);
+            request.onerror = () => reject(request.error ?? new Error("count failed"));
+          });
+        } finally {
+          db.close();
+        }
+      };
+      await engine.close();
+      expect(await pagesStored()).toBeGreaterThanOrEqual(25);
+      const again = paged(name, 4, 8);
+      // Deletes one at a time, in separate transactions and in a range: every emptied page must go.
+      for (let i = 0; i < 40; i++) await again.transact("readwrite", async (tx) => tx.delete(["row", i]));
+      await again.transact("readwrite", async (tx) => tx.deleteRange!({ lower: ["row", 40], upper: ["row", 97] }));
+      expect(await keysOf(again)).toEqual([["row", 98], ["row", 99]]);
+      await again.close();
+      expect(await pagesStored()).toBeLessThanOrEqual(2);
+    });
+
     it("keeps a value larger than a page on a page of its own, between small rows", async () => {
       const engine = paged(freshName("large"), 4, 8);
       const large = "L".repeat(200_000);

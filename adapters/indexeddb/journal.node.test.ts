@@ -12,57 +12,37 @@ import { IDBFactory, IDBKeyRange } from "fake-indexeddb";
 import { describe, it } from "vitest";
 import { createJournal } from "../../src/index.js";
 import { journalConformanceCases } from "../../src/testing/index.js";
-import { indexedDbEngine } from "./index.js";
 import { IndexedDbEngine } from "./indexeddb-engine.js";
+import type { PageLimits } from "./pages.js";
 
-describe("usage journal over the IndexedDB engine (fake-indexeddb)", () => {
-  const cases = journalConformanceCases({
-    label: "indexeddb (fake-indexeddb)",
-    durable: true,
-    canReopen: true,
-    createSubject: async (options) => {
-      const factory = new IDBFactory();
-      let engine = indexedDbEngine({ name: "conformance", indexedDB: factory, IDBKeyRange });
-      return {
-        journal: createJournal(engine, options),
-        reopen: async () => {
-          await engine.close();
-          engine = indexedDbEngine({ name: "conformance", indexedDB: factory, IDBKeyRange });
-          return createJournal(engine, options);
-        },
-        close: () => engine.close(),
-      };
-    },
-  });
-  for (const c of cases) it(c.name, c.run, c.timeoutMs);
-});
+/** The engine settings each lane runs the suite over (the defaults, then tiny pages and a tiny cache). */
+const lanes: { label: string; settings: { pageLimits?: PageLimits; cachePages?: number } }[] = [
+  { label: "", settings: {} },
+  { label: ", tiny pages and a tiny cache", settings: { pageLimits: { maxRows: 8, maxBytes: 512 }, cachePages: 4 } },
+];
 
-describe("usage journal over the IndexedDB engine with tiny pages and a tiny cache (fake-indexeddb)", () => {
+for (const lane of lanes) {
   const open = (factory: IDBFactory): IndexedDbEngine =>
-    new IndexedDbEngine({
-      name: "conformance",
-      durability: "strict",
-      platform: () => ({ indexedDB: factory, IDBKeyRange }),
-      pageLimits: { maxRows: 8, maxBytes: 512 },
-      cachePages: 4,
+    new IndexedDbEngine({ name: "conformance", durability: "strict", platform: () => ({ indexedDB: factory, IDBKeyRange }), ...lane.settings });
+  describe(`usage journal over the IndexedDB engine (fake-indexeddb${lane.label})`, () => {
+    const cases = journalConformanceCases({
+      label: `indexeddb (fake-indexeddb${lane.label})`,
+      durable: true,
+      canReopen: true,
+      createSubject: async (options) => {
+        const factory = new IDBFactory();
+        let engine = open(factory);
+        return {
+          journal: createJournal(engine, options),
+          reopen: async () => {
+            await engine.close();
+            engine = open(factory);
+            return createJournal(engine, options);
+          },
+          close: () => engine.close(),
+        };
+      },
     });
-  const cases = journalConformanceCases({
-    label: "indexeddb (fake-indexeddb, tiny pages)",
-    durable: true,
-    canReopen: true,
-    createSubject: async (options) => {
-      const factory = new IDBFactory();
-      let engine = open(factory);
-      return {
-        journal: createJournal(engine, options),
-        reopen: async () => {
-          await engine.close();
-          engine = open(factory);
-          return createJournal(engine, options);
-        },
-        close: () => engine.close(),
-      };
-    },
+    for (const c of cases) it(c.name, c.run, c.timeoutMs);
   });
-  for (const c of cases) it(c.name, c.run, c.timeoutMs);
-});
+}

@@ -28,7 +28,7 @@ import { BTree } from "../../src/ordered/btree.js";
 import { encodedInterval, encodeKey, type EncodedInterval } from "../../src/ordered/key-encoding.js";
 import { IndexedDbEngineError } from "./errors.js";
 import { lowerBound, upperBound } from "../../src/ordered/btree.js";
-import { cutPages, Page, type PageCache, type PageLimits, type PageRecord, PageSet, sizeOf } from "./pages.js";
+import { cutPages, isUnderfull, Page, type PageCache, type PageLimits, type PageRecord, PageSet, sizeOf } from "./pages.js";
 
 const PREFIX = "isostore indexeddb engine: ";
 
@@ -365,7 +365,7 @@ export class PagedTransaction implements EngineTransaction {
       let rows = keys.length;
       let bytes = first.bytes;
       const folded: string[] = [];
-      while (hi !== null && rows < limits.maxRows / 4 && bytes < limits.maxBytes / 4) {
+      while (hi !== null && isUnderfull(rows, bytes, limits)) {
         const next = changed.get(hi) ?? this.known(hi);
         if (next === undefined) break;
         keys = keys.concat(next.keys);

@@ -141,7 +141,7 @@ export class Page {
 
   /** Whether the page is small enough to be folded into its successor's rows. */
   underfull(limits: PageLimits): boolean {
-    return this.keys.length < limits.maxRows / 4 && this.bytes < limits.maxBytes / 4;
+    return isUnderfull(this.keys.length, this.bytes, limits);
   }
 }
 
@@ -153,51 +153,53 @@ export class Page {
  * first row's key as low fence, the last keeps `hi`. No rows: one empty page.
  */
 export function cutPages(lo: string, hi: string | null, keys: string[], values: unknown[], sizes: number[], limits: PageLimits): Page[] {
+  const rowBytes = keys.map((key, i) => keyBytes(key) + sizes[i]!);
   const starts: number[] = [0];
+  // Rows and bytes of the page being filled (after the loop: the last page).
   let rows = 0;
   let bytes = 0;
   for (let i = 0; i < keys.length; i++) {
-    const b = keyBytes(keys[i]!) + sizes[i]!;
-    if (rows > 0 && (rows + 1 > limits.maxRows || bytes + b > limits.maxBytes)) {
+    if (rows > 0 && (rows + 1 > limits.maxRows || bytes + rowBytes[i]! > limits.maxBytes)) {
       starts.push(i);
       rows = 0;
       bytes = 0;
     }
     rows++;
-    bytes += b;
+    bytes += rowBytes[i]!;
   }
   const n = starts.length;
-  if (n >= 2) {
-    const lastStart = starts[n - 1]!;
-    const last = Page.empty("", null);
-    last.keys = keys.slice(lastStart);
-    last.sizes = sizes.slice(lastStart);
-    for (let i = 0; i < last.keys.length; i++) last.bytes += keyBytes(last.keys[i]!) + last.sizes[i]!;
-    if (last.underfull(limits)) {
-      // Share the last two pages' rows by count, unless that would overfill one by bytes.
-      const from = starts[n - 2]!;
-      const mid = from + Math.ceil((keys.length - from) / 2);
-      let left = 0;
-      let right = 0;
-      for (let i = from; i < keys.length; i++) {
-        const b = keyBytes(keys[i]!) + sizes[i]!;
-        if (i < mid) left += b;
-        else right += b;
-      }
-      if (left <= limits.maxBytes && right <= limits.maxBytes) starts[n - 1] = mid;
-    }
+  if (n >= 2 && isUnderfull(rows, bytes, limits)) {
+    // Share the last two pages' rows by count, unless that would overfill one by bytes.
+    const from = starts[n - 2]!;
+    const mid = from + Math.ceil((keys.length - from) / 2);
+    const left = sum(rowBytes, from, mid);
+    const right = sum(rowBytes, mid, keys.length);
+    if (left <= limits.maxBytes && right <= limits.maxBytes) starts[n - 1] = mid;
   }
   const pages: Page[] = [];
-  for (let p = 0; p < starts.length; p++) {
+  for (let p = 0; p < n; p++) {
     const from = starts[p]!;
-    const to = p + 1 < starts.length ? starts[p + 1]! : keys.length;
+    const to = p + 1 < n ? starts[p + 1]! : keys.length;
     const pageLo = p === 0 ? lo : keys[from]!;
-    const pageHi = p + 1 < starts.length ? keys[to]! : hi;
-    const page = new Page(pageLo, pageHi, keys.slice(from, to), values.slice(from, to), sizes.slice(from, to), 0);
-    for (let i = from; i < to; i++) page.bytes += keyBytes(keys[i]!) + sizes[i]!;
-    pages.push(page);
+    const pageHi = p + 1 < n ? keys[to]! : hi;
+    pages.push(new Page(pageLo, pageHi, keys.slice(from, to), values.slice(from, to), sizes.slice(from, to), sum(rowBytes, from, to)));
   }
   return pages;
+}
+
+/** Sum of `values[from..to)`. */
+function sum(values: readonly number[], from: number, to: number): number {
+  let total = 0;
+  for (let i = from; i < to; i++) total += values[i]!;
+  return total;
+}
+
+/**
+ * Whether a page of `rows` rows and `bytes` bytes is small enough to be
+ * folded into its neighbour: under a quarter of a page both ways.
+ */
+export function isUnderfull(rows: number, bytes: number, limits: PageLimits): boolean {
+  return rows < limits.maxRows / 4 && bytes < limits.maxBytes / 4;
 }
 
 /**

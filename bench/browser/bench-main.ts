@@ -147,11 +147,11 @@ async function batchAppend(size: number, perRound: number, rounds: number, regis
 }
 
 /**
- * The engine's own overhead on a journal-like request pattern (per event: one
- * awaited `get`, then five `put`s), replayed through `engine.transact` and
- * through raw IndexedDB requests in one strict transaction. The ratio is the
- * adapter's overhead. (appendBatch itself now reads its ids and head rows
- * ahead, together, and writes four to five records per event.)
+ * A journal-like pattern of rows (per event: one awaited `get`, then five
+ * `put`s) through `engine.transact`, which packs the rows into pages, beside
+ * the same rows as raw records, a request each, in one strict transaction of
+ * a database of their own. The ratio is what the pages gain over a record per
+ * row.
  */
 async function batchPattern(perRound: number, rounds: number): Promise<PairResult> {
   const journalRates: number[] = [];

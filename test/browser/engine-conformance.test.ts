@@ -3,11 +3,13 @@
  * (strict durability, so `durable: true`). Every engine gets a database of
  * its own, deleted after the suite. "Reopen" closes the engine and opens a
  * new one on the same database name. The model-based case runs {@link RUNS}
- * random sequences (every transaction is a real strict commit).
+ * random sequences (every transaction is a real strict commit); a second lane
+ * runs half as many over tiny pages and a 3-page cache, so that nearly every
+ * transaction splits, folds, misses and evicts pages.
  */
 import { afterAll, describe, it } from "vitest";
-import { indexedDbEngine } from "../../adapters/indexeddb/index.js";
 import { IndexedDbEngine, platformFromGlobals } from "../../adapters/indexeddb/indexeddb-engine.js";
+import type { PageLimits } from "../../adapters/indexeddb/pages.js";
 import type { Engine } from "../../src/engine.js";
 import { engineConformanceCases } from "../../src/testing/index.js";
 
@@ -20,12 +22,6 @@ let counter = 0;
 const names = new WeakMap<Engine, string>();
 const opened: string[] = [];
 
-function open(name: string): Engine {
-  const engine = indexedDbEngine({ name });
-  names.set(engine, name);
-  return engine;
-}
-
 function deleteDatabase(name: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const request = indexedDB.deleteDatabase(name);
@@ -34,56 +30,39 @@ function deleteDatabase(name: string): Promise<void> {
   });
 }
 
-describe("engine conformance: IndexedDB (Chromium)", () => {
-  const cases = engineConformanceCases({
-    label: "indexeddb (Chromium)",
-    durable: true,
-    runs: RUNS,
-    createEngine: () => {
-      const name = `engine-conformance-${run}-${++counter}`;
-      opened.push(name);
-      return open(name);
-    },
-    reopen: async (engine) => {
-      const name = names.get(engine);
-      if (name === undefined) throw new Error("reopen of an engine this file did not open");
-      await engine.close();
-      return open(name);
-    },
-  });
-  for (const c of cases) it(c.name, c.run, c.timeoutMs);
+/** The engine settings each lane runs the suite over: the defaults, then tiny pages and a 3-page cache. */
+const lanes: { label: string; settings: { pageLimits?: PageLimits; cachePages?: number }; runs: number }[] = [
+  { label: "", settings: {}, runs: RUNS },
+  { label: ", tiny pages and a 3-page cache", settings: { pageLimits: { maxRows: 4, maxBytes: 256 }, cachePages: 3 }, runs: RUNS / 2 },
+];
 
-  afterAll(async () => {
-    for (const name of opened.splice(0)) await deleteDatabase(name);
-  });
-});
-
-describe("engine conformance: IndexedDB (Chromium, tiny pages and a 3-page cache)", () => {
-  const tiny = new WeakMap<Engine, string>();
-  const openTiny = (name: string): Engine => {
-    const engine = new IndexedDbEngine({ name, durability: "strict", platform: platformFromGlobals, pageLimits: { maxRows: 4, maxBytes: 256 }, cachePages: 3 });
-    tiny.set(engine, name);
+for (const lane of lanes) {
+  const open = (name: string): Engine => {
+    const engine = new IndexedDbEngine({ name, durability: "strict", platform: platformFromGlobals, ...lane.settings });
+    names.set(engine, name);
     return engine;
   };
-  const cases = engineConformanceCases({
-    label: "indexeddb (Chromium, tiny pages)",
-    durable: true,
-    runs: RUNS / 2,
-    createEngine: () => {
-      const name = `engine-conformance-tiny-${run}-${++counter}`;
-      opened.push(name);
-      return openTiny(name);
-    },
-    reopen: async (engine) => {
-      const name = tiny.get(engine);
-      if (name === undefined) throw new Error("reopen of an engine this file did not open");
-      await engine.close();
-      return openTiny(name);
-    },
-  });
-  for (const c of cases) it(c.name, c.run, c.timeoutMs);
+  describe(`engine conformance: IndexedDB (Chromium${lane.label})`, () => {
+    const cases = engineConformanceCases({
+      label: `indexeddb (Chromium${lane.label})`,
+      durable: true,
+      runs: lane.runs,
+      createEngine: () => {
+        const name = `engine-conformance-${run}-${++counter}`;
+        opened.push(name);
+        return open(name);
+      },
+      reopen: async (engine) => {
+        const name = names.get(engine);
+        if (name === undefined) throw new Error("reopen of an engine this file did not open");
+        await engine.close();
+        return open(name);
+      },
+    });
+    for (const c of cases) it(c.name, c.run, c.timeoutMs);
 
-  afterAll(async () => {
-    for (const name of opened.splice(0)) await deleteDatabase(name);
+    afterAll(async () => {
+      for (const name of opened.splice(0)) await deleteDatabase(name);
+    });
   });
-});
+}
