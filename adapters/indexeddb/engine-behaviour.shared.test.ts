@@ -16,7 +16,8 @@ import { compareKeys } from "../../src/engine.js";
 import { encodeKey } from "../../src/ordered/key-encoding.js";
 import { IndexedDbEngineError, type IndexedDbEngineHandle, type IndexedDbEngineOptions } from "./index.js";
 import { IndexedDbEngine, type IndexedDbPlatform } from "./indexeddb-engine.js";
-import { MIGRATIONS, openEngineDatabase, PAGES_STORE } from "./schema.js";
+import { DEFAULT_LOG_LIMITS, type LogLimits } from "./log.js";
+import { LOG_STORE, MIGRATIONS, openEngineDatabase, PAGES_STORE } from "./schema.js";
 
 /** How a lane creates engines: a fresh database name every call unless one is given. */
 export interface EngineLane {
@@ -400,12 +401,17 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
   });
 
   describe(`indexedDbEngine (${label}): pages, cache and schema`, () => {
-    const paged = (name: string, maxRows: number, cachePages: number): IndexedDbEngine =>
-      new IndexedDbEngine({ name, durability: "strict", platform: () => lane.platform(), pageLimits: { maxRows, maxBytes: 1024 }, cachePages });
+    const paged = (name: string, maxRows: number, cachePages: number, logLimits: LogLimits = DEFAULT_LOG_LIMITS): IndexedDbEngine =>
+      new IndexedDbEngine({ name, durability: "strict", platform: () => lane.platform(), pageLimits: { maxRows, maxBytes: 1024 }, cachePages, logLimits });
+    const logs: { label: string; limits: LogLimits }[] = [
+      { label: "every commit a checkpoint", limits: { records: 0, bytes: 0 } },
+      { label: "a 3-record log", limits: { records: 3, bytes: 4096 } },
+      { label: "the default log", limits: DEFAULT_LOG_LIMITS },
+    ];
 
-    it("two engines on one database (two tabs) each read the other's writes at once, through page splits and folds", async () => {
+    it.each(logs)("two engines on one database (two tabs) each read the other's writes at once, through page splits and folds ($label)", async ({ limits }) => {
       const name = freshName("two-tabs");
-      const tabs = [paged(name, 4, 64), paged(name, 4, 64)];
+      const tabs = [paged(name, 4, 64, limits), paged(name, 4, 64, limits)];
       const model = new Map<string, { key: Key; value: unknown }>();
       const next = random(7);
       const keyOf = (): Key => {
@@ -452,7 +458,9 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
 
     it("folds pages emptied by deletes into their neighbours, so storage shrinks with the rows", async () => {
       const name = freshName("fold");
-      const engine = paged(name, 4, 8);
+      // Every commit a checkpoint: the pages alone hold the rows.
+      const noLog = { records: 0, bytes: 0 };
+      const engine = paged(name, 4, 8, noLog);
       await engine.transact("readwrite", async (tx) => {
         for (let i = 0; i < 100; i++) tx.put(["row", i], i);
       });
@@ -471,7 +479,7 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
       };
       await engine.close();
       expect(await pagesStored()).toBeGreaterThanOrEqual(25);
-      const again = paged(name, 4, 8);
+      const again = paged(name, 4, 8, noLog);
       // Deletes one at a time, in separate transactions and in a range: every emptied page must go.
       for (let i = 0; i < 40; i++) await again.transact("readwrite", async (tx) => tx.delete(["row", i]));
       await again.transact("readwrite", async (tx) => tx.deleteRange!({ lower: ["row", 40], upper: ["row", 97] }));
@@ -492,7 +500,44 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
       await engine.close();
     });
 
-    it("upgrades a schema v1 database (a record per row) to pages, keeping every row in order", async () => {
+    it("stores small commits as log records and writes them into the pages at the checkpoint", async () => {
+      const name = freshName("log");
+      const engine = paged(name, 4, 8, { records: 3, bytes: 100_000 });
+      const stored = async (): Promise<{ log: unknown[]; pages: number }> => {
+        const { indexedDB: factory, IDBKeyRange: keyRanges } = lane.platform();
+        const db = await openEngineDatabase(factory, keyRanges, name);
+        try {
+          const tx = db.transaction([LOG_STORE, PAGES_STORE]);
+          const log = new Promise<unknown[]>((resolve) => {
+            const request = tx.objectStore(LOG_STORE).getAll();
+            request.onsuccess = () => resolve(request.result);
+          });
+          const pages = new Promise<number>((resolve) => {
+            const request = tx.objectStore(PAGES_STORE).count();
+            request.onsuccess = () => resolve(request.result);
+          });
+          return { log: await log, pages: await pages };
+        } finally {
+          db.close();
+        }
+      };
+      for (let i = 0; i < 3; i++) await engine.transact("readwrite", async (tx) => tx.put(["row", i], i));
+      // The checkpoint of the new database, then one change record per commit; no page yet.
+      expect(await stored()).toEqual({
+        log: [{ checkpoint: true }, ...[0, 1, 2].map((i) => ({ c: [], r: [[encodeKey(["row", i]), 9, i]] }))],
+        pages: 0,
+      });
+      expect(await keysOf(engine)).toEqual([0, 1, 2].map((i) => ["row", i]));
+      // The log is full: the next commit writes everything into pages and leaves only its checkpoint.
+      await engine.transact("readwrite", async (tx) => tx.put(["row", 3], 3));
+      expect(await stored()).toEqual({ log: [{ checkpoint: true }], pages: 1 });
+      await engine.close();
+      const reopened = paged(name, 4, 8);
+      expect(await keysOf(reopened)).toEqual([0, 1, 2, 3].map((i) => ["row", i]));
+      await reopened.close();
+    });
+
+    it("upgrades a schema v1 database (a record per row) to pages, then v2 to the log, keeping every row in order", async () => {
       const name = freshName("upgrade");
       const { indexedDB: factory, IDBKeyRange: keyRanges } = lane.platform();
       const v1 = await openEngineDatabase(factory, keyRanges, name, MIGRATIONS.slice(0, 1));
@@ -505,23 +550,24 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
         tx.onabort = () => reject(tx.error ?? new Error("aborted"));
       });
       v1.close();
+      (await openEngineDatabase(factory, keyRanges, name, MIGRATIONS.slice(0, 2))).close();
       const engine = new IndexedDbEngine({ name, durability: "strict", platform: () => lane.platform() });
       expect(await scanAll(engine)).toEqual([...rows].sort((a, b) => compareKeys(a.key, b.key)));
       expect(await engine.transact("readonly", (tx) => tx.get(["a", 300]))).toEqual({ i: 300, text: "row 300" });
       await engine.transact("readwrite", async (tx) => tx.put(["a", 1_000_000], "after"));
       expect(await engine.transact("readonly", (tx) => tx.scan({ prefix: ["a"] }, { reverse: true, limit: 1 }))).toEqual([{ key: ["a", 1_000_000], value: "after" }]);
       await engine.close();
-      // The rows now live on pages, and v1's store is gone.
-      const v2 = await openEngineDatabase(factory, keyRanges, name);
-      expect([...v2.objectStoreNames].sort()).toEqual(["meta", "pages"]);
+      // The rows now live on pages, and v1's store and v2's version counter are gone.
+      const v3 = await openEngineDatabase(factory, keyRanges, name);
+      expect([...v3.objectStoreNames].sort()).toEqual(["log", "pages"]);
       const pageCount = await new Promise<number>((resolve, reject) => {
-        const request = v2.transaction(PAGES_STORE).objectStore(PAGES_STORE).count();
+        const request = v3.transaction(PAGES_STORE).objectStore(PAGES_STORE).count();
         request.onsuccess = () => resolve(request.result);
         request.onerror = () => reject(request.error ?? new Error("count failed"));
       });
       expect(pageCount).toBeGreaterThan(5);
       expect(pageCount).toBeLessThan(rows.length / 10);
-      v2.close();
+      v3.close();
     });
   });
 }

@@ -13,14 +13,16 @@ import { describe, it } from "vitest";
 import { engineConformanceCases } from "../../src/testing/index.js";
 import type { Engine } from "../../src/engine.js";
 import { IndexedDbEngine } from "./indexeddb-engine.js";
+import type { LogLimits } from "./log.js";
 import type { PageLimits } from "./pages.js";
 
 /** The factory and name each engine the suite holds was opened on. */
 const databases = new WeakMap<Engine, { readonly factory: IDBFactory; readonly name: string }>();
 
-const lanes: { label: string; pageLimits?: PageLimits; cachePages?: number }[] = [
-  { label: "default pages" },
-  { label: "tiny pages, tiny cache", pageLimits: { maxRows: 4, maxBytes: 256 }, cachePages: 3 },
+const lanes: { label: string; pageLimits?: PageLimits; cachePages?: number; logLimits?: LogLimits }[] = [
+  { label: "default pages and log" },
+  { label: "tiny pages, tiny cache, a 2-record log", pageLimits: { maxRows: 4, maxBytes: 256 }, cachePages: 3, logLimits: { records: 2, bytes: 1024 } },
+  { label: "tiny pages, no log", pageLimits: { maxRows: 4, maxBytes: 256 }, cachePages: 3, logLimits: { records: 0, bytes: 0 } },
 ];
 
 for (const lane of lanes) {
@@ -31,6 +33,7 @@ for (const lane of lanes) {
       platform: () => ({ indexedDB: factory, IDBKeyRange }),
       ...(lane.pageLimits ? { pageLimits: lane.pageLimits } : {}),
       ...(lane.cachePages ? { cachePages: lane.cachePages } : {}),
+      ...(lane.logLimits ? { logLimits: lane.logLimits } : {}),
     });
     databases.set(engine, { factory, name });
     return engine;

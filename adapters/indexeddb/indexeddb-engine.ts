@@ -1,16 +1,18 @@
 /// <reference lib="dom" />
 /**
  * The IndexedDB engine's implementation: an {@link Engine} whose every
- * `transact` is exactly one IndexedDB transaction over the `pages` and `meta`
- * stores (`./schema.ts`), with the rows packed into pages (`./pages.ts`) and
- * each transaction's reads and writes done by `./paged-transaction.ts`. The
- * public entry point is `indexedDbEngine()` in `./index.ts`.
+ * `transact` is exactly one IndexedDB transaction over the `pages` and `log`
+ * stores (`./schema.ts`), with the rows packed into pages (`./pages.ts`),
+ * small commits stored as change records in a log (`./log.ts`) until a
+ * checkpoint writes them into the pages, and each transaction's reads and
+ * writes done by `./paged-transaction.ts`. The public entry point is
+ * `indexedDbEngine()` in `./index.ts`.
  *
  * What it promises, beyond the {@link Engine} contract:
  * - Atomicity is IndexedDB's, and stronger than request by request: `put` /
  *   `delete` / `deleteRange` only record the write (later reads of the same
- *   transaction see it); the changed pages are written once the body has
- *   returned, then the transaction commits. A body that throws or rejects
+ *   transaction see it); the change record (or the changed pages) is written
+ *   once the body has returned, then the transaction commits. A body that throws or rejects
  *   aborts the transaction (`tx.abort()`) and `transact` rejects with exactly
  *   what it threw. A call the engine refuses (invalid key, a value structured
  *   clone refuses, write in a "readonly" transaction, bad scan limit, a dead
@@ -38,8 +40,9 @@
 import type { Engine, EngineTransaction, TransactionMode } from "../../src/engine.js";
 import { connectionLostError, IndexedDbEngineError, transactionAbortError } from "./errors.js";
 import { PagedTransaction } from "./paged-transaction.js";
+import { DEFAULT_LOG_LIMITS, type LogLimits } from "./log.js";
 import { DEFAULT_PAGE_LIMITS, PageCache, type PageLimits } from "./pages.js";
-import { META_STORE, MIGRATIONS, openEngineDatabase, PAGES_STORE, type Migration } from "./schema.js";
+import { LOG_STORE, MIGRATIONS, openEngineDatabase, PAGES_STORE, type Migration } from "./schema.js";
 
 const PREFIX = "isostore indexeddb engine: ";
 
@@ -64,7 +67,7 @@ export function platformFromGlobals(): IndexedDbPlatform {
 }
 
 /** The stores every transaction spans. */
-const STORES = [PAGES_STORE, META_STORE];
+const STORES = [PAGES_STORE, LOG_STORE];
 
 /** Options of the {@link IndexedDbEngine} constructor (see `indexedDbEngine()`). */
 export interface IndexedDbEngineConfig {
@@ -78,6 +81,8 @@ export interface IndexedDbEngineConfig {
   readonly pageLimits?: PageLimits;
   /** Most pages the cache keeps; default {@link DEFAULT_CACHE_PAGES}. */
   readonly cachePages?: number;
+  /** How much the log holds before a commit checkpoints; default {@link DEFAULT_LOG_LIMITS}. */
+  readonly logLimits?: LogLimits;
 }
 
 /** Pages the engine keeps in memory by default (at most 16 KB each: 32 MB at worst, far less for index pages). */
@@ -97,6 +102,7 @@ export class IndexedDbEngine implements Engine {
   private readonly resolvePlatform: () => IndexedDbPlatform;
   private readonly migrations: readonly Migration[];
   private readonly limits: PageLimits;
+  private readonly logLimits: LogLimits;
   /** Committed pages of the version last seen (see `./pages.ts`). */
   private readonly cache: PageCache;
   private platform: IndexedDbPlatform | null = null;
@@ -116,6 +122,7 @@ export class IndexedDbEngine implements Engine {
     this.resolvePlatform = config.platform ?? platformFromGlobals;
     this.migrations = config.migrations ?? MIGRATIONS;
     this.limits = config.pageLimits ?? DEFAULT_PAGE_LIMITS;
+    this.logLimits = config.logLimits ?? DEFAULT_LOG_LIMITS;
     this.cache = new PageCache(config.cachePages ?? DEFAULT_CACHE_PAGES);
   }
 
@@ -242,7 +249,16 @@ export class IndexedDbEngine implements Engine {
           // aborted); its own event settles the call.
         }
       };
-      const handle = new PagedTransaction(tx.objectStore(PAGES_STORE), tx.objectStore(META_STORE), this.cache, mode === "readonly", platform, this.limits, abort);
+      const handle = new PagedTransaction(
+        tx.objectStore(PAGES_STORE),
+        tx.objectStore(LOG_STORE),
+        this.cache,
+        mode === "readonly",
+        platform,
+        this.limits,
+        this.logLimits,
+        abort,
+      );
       const settle = (): void => {
         if (body === 0 || state === 0) return;
         if (state === 1) {
@@ -263,7 +279,8 @@ export class IndexedDbEngine implements Engine {
         state = 1;
         handle.ended = "committed";
         const install = handle.install;
-        if (install !== null) this.cache.install(install.base, install.puts, install.deletes);
+        if (install?.kind === "log") this.cache.installChange(install.base, install.record, install.keys);
+        else if (install?.kind === "pages") this.cache.install(install.base, install.puts, install.deletes);
         settle();
       };
       tx.onabort = () => {
@@ -290,7 +307,7 @@ export class IndexedDbEngine implements Engine {
           succeed(value);
           return;
         }
-        // The body's writes reach IndexedDB now, as whole pages (see ./paged-transaction.ts).
+        // The body's writes reach IndexedDB now, as a change record or whole pages (see ./paged-transaction.ts).
         handle.flush().then(
           () => succeed(value),
           (error: unknown) => onRejected(error),

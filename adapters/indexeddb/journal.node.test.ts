@@ -13,12 +13,13 @@ import { describe, it } from "vitest";
 import { createJournal } from "../../src/index.js";
 import { journalConformanceCases } from "../../src/testing/index.js";
 import { IndexedDbEngine } from "./indexeddb-engine.js";
+import type { LogLimits } from "./log.js";
 import type { PageLimits } from "./pages.js";
 
-/** The engine settings each lane runs the suite over (the defaults, then tiny pages and a tiny cache). */
-const lanes: { label: string; settings: { pageLimits?: PageLimits; cachePages?: number } }[] = [
+/** The engine settings each lane runs the suite over (the defaults, then tiny pages, a tiny cache and a tiny log). */
+const lanes: { label: string; settings: { pageLimits?: PageLimits; cachePages?: number; logLimits?: LogLimits } }[] = [
   { label: "", settings: {} },
-  { label: ", tiny pages and a tiny cache", settings: { pageLimits: { maxRows: 8, maxBytes: 512 }, cachePages: 4 } },
+  { label: ", tiny pages, a tiny cache and a 2-record log", settings: { pageLimits: { maxRows: 8, maxBytes: 512 }, cachePages: 4, logLimits: { records: 2, bytes: 4096 } } },
 ];
 
 for (const lane of lanes) {

@@ -1,24 +1,31 @@
 /// <reference lib="dom" />
 /**
- * One engine transaction over the paged layout (`./pages.ts`), inside one
- * IndexedDB transaction over the `pages` and `meta` stores.
+ * One engine transaction over the paged layout (`./pages.ts`) and the
+ * committed log (`./log.ts`), inside one IndexedDB transaction over the
+ * `pages` and `log` stores.
  *
  * How a transaction runs:
- * 1. Its first request reads the database version (`meta`). The engine's page
- *    cache is trusted only for that version: when another tab, worker or
- *    engine object wrote since, the cache is emptied (IndexedDB runs a
- *    readwrite transaction alone, so the version cannot move while this one
- *    runs).
- * 2. Reads find a row's page in this transaction's view, else in the cache,
- *    else with a request (several pages ahead per request when walking).
+ * 1. Its first request reads the database version (the newest key of `log`).
+ *    The engine's cache (pages and log) is for one version: when another tab,
+ *    worker or engine object wrote since, the transaction reads the log
+ *    records after the cached version and brings the cache up to date
+ *    (IndexedDB runs a readwrite transaction alone, so the version cannot
+ *    move while this one runs).
+ * 2. Reads look at the committed log's rows first, then find the row's page in
+ *    this transaction's view, else in the cache, else with a request (several
+ *    pages ahead per request when walking).
  * 3. Writes (`put`, `delete`, `deleteRange`) change nothing stored yet: they
  *    go to an ordered overlay that later reads of this transaction merge
- *    over the pages (a read sees exactly the writes issued before it).
- * 4. When the body has returned, `flush` loads the pages the writes fall on,
- *    applies the writes to private copies, splits pages grown past the limits,
- *    folds nearly empty pages into their successors, issues one `put` per
- *    changed page and one version bump, and the engine commits. The cache
- *    takes the new pages once the commit completed.
+ *    over the log and the pages (a read sees exactly the writes issued
+ *    before it).
+ * 4. When the body has returned, `flush` stores the writes with one request
+ *    as a change record in the log, while the log stays within its limits.
+ *    Otherwise it checkpoints: it loads the pages the log's and its own writes
+ *    fall on, applies the writes to private copies, splits pages grown past
+ *    the limits, folds nearly empty pages into their successors, issues one
+ *    `put` per changed page, deletes the log records and adds a checkpoint
+ *    record. The engine commits, and the cache takes the change record (or
+ *    the new pages) once the commit completed.
  *
  * So a body that fails, or that awaits something else so that IndexedDB
  * commits under it, has stored nothing at all.
@@ -29,11 +36,9 @@ import { encodedInterval, encodeKey, type EncodedInterval } from "../../src/orde
 import { IndexedDbEngineError } from "./errors.js";
 import { lowerBound, upperBound } from "../../src/ordered/btree.js";
 import { cutPages, isUnderfull, Page, type PageCache, type PageLimits, type PageRecord, PageSet, sizeOf } from "./pages.js";
+import { type ChangeRecord, type CommittedLog, contains, type LogLimits, type LogRecord, type LogRow, MAX_LOG_CLEARED, recordBytes, type Slot } from "./log.js";
 
 const PREFIX = "isostore indexeddb engine: ";
-
-/** The key of the version counter in the `meta` store. */
-export const VERSION_KEY = "version";
 
 /** A string above every key encoding (encodings use code units up to U+00FF only). */
 const TOP = "\u0100";
@@ -57,15 +62,6 @@ interface IdbRecord {
 /** `getAllRecords`, where the platform has it (Chromium 141+, fake-indexeddb 6). */
 type GetAllRecords = (options: { query?: IDBKeyRange | null; count?: number; direction?: IDBCursorDirection }) => IDBRequest<IdbRecord[]>;
 
-/** A written row of the overlay (`deleted`: a delete). */
-interface Slot {
-  readonly enc: string;
-  readonly key: Key;
-  value: unknown;
-  size: number;
-  deleted: boolean;
-}
-
 /** What a read sees of the overlay: the slots in its interval and the cleared ranges, as they were when it was issued. */
 interface Snapshot {
   readonly slots: readonly Slot[];
@@ -74,11 +70,29 @@ interface Snapshot {
   readonly cleared: readonly EncodedInterval[];
 }
 
-/** What a committed flush leaves for the cache. */
-export interface PageInstall {
-  readonly base: number;
-  readonly puts: readonly Page[];
-  readonly deletes: readonly string[];
+/** What a committed flush leaves for the cache: a change record, or the pages a checkpoint wrote. */
+export type CacheInstall =
+  | { readonly kind: "log"; readonly base: number; readonly record: ChangeRecord; readonly keys: readonly Key[] }
+  | { readonly kind: "pages"; readonly base: number; readonly puts: readonly Page[]; readonly deletes: readonly string[] };
+
+/** A record of the `log` store with its version. */
+function toLogEntry(record: IdbRecord): { readonly version: number; readonly record: LogRecord } {
+  if (typeof record.key !== "number") throw damaged(`a log key is not a number (${typeof record.key})`);
+  return { version: record.key, record: record.value as LogRecord };
+}
+
+/** The newest key of the `log` store: the database version (0 for no record at all). */
+function lastVersion(log: IDBObjectStore): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const request = log.openKeyCursor(null, "prev");
+    request.onsuccess = () => {
+      const key = request.result?.key;
+      if (key === undefined) resolve(0);
+      else if (typeof key === "number") resolve(key);
+      else reject(damaged(`a log key is not a number (${typeof key})`));
+    };
+    request.onerror = () => reject(request.error ?? new Error(`${PREFIX}reading the version failed`));
+  });
 }
 
 /** A request's result as a promise (a failed request also aborts its transaction). */
@@ -139,13 +153,6 @@ function isEmpty(iv: EncodedInterval): boolean {
   return iv.lower > iv.upper || (iv.lower === iv.upper && (iv.lowerOpen || iv.upperOpen));
 }
 
-/** Whether `enc` lies in `iv`. */
-function contains(iv: EncodedInterval, enc: string): boolean {
-  if (iv.lower !== undefined && (iv.lowerOpen ? enc <= iv.lower : enc < iv.lower)) return false;
-  if (iv.upper !== undefined && (iv.upperOpen ? enc >= iv.upper : enc > iv.upper)) return false;
-  return true;
-}
-
 /** The indexes `[from, to)` of the sorted `keys` that lie in `iv`. */
 function rowSpan(keys: readonly string[], iv: EncodedInterval): [number, number] {
   const from = iv.lower === undefined ? 0 : iv.lowerOpen ? upperBound(keys, iv.lower) : lowerBound(keys, iv.lower);
@@ -187,6 +194,12 @@ function damaged(what: string): IndexedDbEngineError {
   return new IndexedDbEngineError("aborted", `${PREFIX}the stored pages are inconsistent: ${what}`, { retryable: false });
 }
 
+/** The value of row `enc` on `page`, if it is there. */
+function rowOf<V>(page: Page, enc: string): V | undefined {
+  const i = lowerBound(page.keys, enc);
+  return (page.keys[i] === enc ? page.values[i] : undefined) as V | undefined;
+}
+
 /** One resolved empty scan, shared. */
 const NO_ENTRIES: Promise<Entry<never>[]> = Promise.resolve([]);
 
@@ -200,11 +213,13 @@ export class PagedTransaction implements EngineTransaction {
   /** How the IndexedDB transaction ended, once it has (calls then throw). */
   ended: "committed" | "aborted" | null = null;
   /** What the cache takes when the commit completes (set by a flush that wrote). */
-  install: PageInstall | null = null;
+  install: CacheInstall | null = null;
 
   /** The database version this transaction reads (known once `ready` resolved). */
   private version = 0;
   private readonly ready: Promise<void>;
+  /** The committed log at that version (set once `ready` resolved). */
+  private log: CommittedLog | null = null;
   /** Committed pages this transaction has seen (the partition cannot change under it). */
   private readonly view = new PageSet();
   private overlay: BTree<Slot> | null = null;
@@ -212,20 +227,37 @@ export class PagedTransaction implements EngineTransaction {
 
   constructor(
     private readonly pages: IDBObjectStore,
-    private readonly meta: IDBObjectStore,
+    private readonly logStore: IDBObjectStore,
     private readonly cache: PageCache,
     private readonly readonly: boolean,
     private readonly platform: PagePlatform,
     private readonly limits: PageLimits,
+    private readonly logLimits: LogLimits,
     /** Aborts the transaction (when a refused call dooms it). */
     private readonly doom: () => void,
   ) {
-    this.ready = requestResult(meta.get(VERSION_KEY)).then((stored) => {
-      this.version = typeof stored === "number" ? stored : 0;
-      this.cache.validate(this.version);
-    });
+    this.ready = this.start();
     // A failed read aborts the transaction, which settles transact; calls see the rejection.
     this.ready.catch(() => undefined);
+  }
+
+  /** Read the database version and bring the cache to it (see the module comment). */
+  private async start(): Promise<void> {
+    const version = await lastVersion(this.logStore);
+    this.version = version;
+    const cache = this.cache;
+    while (cache.version !== version) {
+      const seen = cache.version;
+      // Records after the cached version; all of them when the cache knows none (or a later one:
+      // the database was deleted and made again).
+      const from = seen !== null && seen < version ? seen : null;
+      const query = from === null ? undefined : this.platform.IDBKeyRange.lowerBound(from, true);
+      const records = await readRecords(this.logStore, query, "next", undefined);
+      // Another transaction of this engine (a concurrent reader) may have moved the cache meanwhile.
+      if (cache.version !== seen) continue;
+      cache.catchUp(from, version, records.map(toLogEntry));
+    }
+    this.log = cache.log;
   }
 
   /** Whether the body wrote anything (so `flush` has work). */
@@ -240,12 +272,14 @@ export class PagedTransaction implements EngineTransaction {
     const slot = this.overlay?.find(enc);
     if (slot !== undefined) return Promise.resolve((slot.deleted ? undefined : slot.value) as V | undefined);
     for (const iv of this.cleared) if (contains(iv, enc)) return Promise.resolve(undefined);
-    return this.ready
-      .then(() => this.pageFor(enc))
-      .then((page) => {
-        const i = lowerBound(page.keys, enc);
-        return (page.keys[i] === enc ? page.values[i] : undefined) as V | undefined;
-      });
+    return this.ready.then(() => {
+      const log = this.log!;
+      const logged = log.rows.find(enc);
+      if (logged !== undefined) return (logged.deleted ? undefined : logged.value) as V | undefined;
+      if (log.hides(enc)) return undefined;
+      const page = this.pageFor(enc);
+      return page instanceof Page ? rowOf<V>(page, enc) : page.then((loaded) => rowOf<V>(loaded, enc));
+    });
   }
 
   put(key: Key, value: unknown): void {
@@ -312,6 +346,56 @@ export class PagedTransaction implements EngineTransaction {
   async flush(): Promise<void> {
     await this.ready;
     if (this.ended !== null) throw committedEarly();
+    const log = this.log!;
+    const next = this.version + 1;
+    const keys: Key[] = [];
+    const rows: LogRow[] = [];
+    this.overlay?.scan(undefined, false, undefined, false, false, Infinity, (slot) => {
+      keys.push(slot.key);
+      rows.push(slot.deleted ? [slot.enc] : [slot.enc, slot.size, slot.value]);
+    });
+    const record: ChangeRecord = { c: this.cleared, r: rows };
+    const limits = this.logLimits;
+    if (
+      log.records < limits.records &&
+      log.bytes + recordBytes(record) <= limits.bytes &&
+      log.cleared.length + record.c.length <= MAX_LOG_CLEARED
+    ) {
+      this.logStore.add(record, next);
+      this.install = { kind: "log", base: this.version, record, keys };
+      return;
+    }
+    await this.checkpoint(log);
+  }
+
+  /**
+   * Write the committed log's changes and this transaction's into the pages,
+   * and replace the log records with a checkpoint record.
+   */
+  private async checkpoint(log: CommittedLog): Promise<void> {
+    // The log's rows (but those this transaction cleared) under this transaction's rows.
+    const overlay = new BTree<Slot>();
+    log.rows.scan(undefined, false, undefined, false, false, Infinity, (slot) => {
+      if (!this.cleared.some((iv) => contains(iv, slot.enc))) overlay.insert({ ...slot });
+    });
+    this.overlay?.scan(undefined, false, undefined, false, false, Infinity, (slot) => {
+      if (!overlay.insert(slot)) {
+        overlay.delete(slot.enc);
+        overlay.insert(slot);
+      }
+    });
+    const { puts, deletes } = await this.writePages(overlay, log.cleared.concat(this.cleared));
+    const next = this.version + 1;
+    this.logStore.delete(this.platform.IDBKeyRange.upperBound(next, true));
+    this.logStore.add({ checkpoint: true } satisfies LogRecord, next);
+    this.install = { kind: "pages", base: this.version, puts, deletes };
+  }
+
+  /**
+   * Apply `cleared`, then the rows of `overlay`, to the pages (see the module
+   * comment); returns the pages put and the low fences of the pages deleted.
+   */
+  private async writePages(overlay: BTree<Slot>, cleared: readonly EncodedInterval[]): Promise<{ puts: Page[]; deletes: string[] }> {
     const limits = this.limits;
     /** Private copies of the pages this flush changes, by low fence. */
     const changed = new Map<string, Page>();
@@ -324,7 +408,7 @@ export class PagedTransaction implements EngineTransaction {
       return copy;
     };
     // Cleared ranges first: a written row inside one was written after the clear.
-    for (const iv of this.cleared) {
+    for (const iv of cleared) {
       let page = await this.pageFor(iv.lower ?? "");
       for (;;) {
         const copy = copyOf(page);
@@ -334,8 +418,7 @@ export class PagedTransaction implements EngineTransaction {
         page = await this.pageAt(page.hi, iv.upper, WALK_AHEAD);
       }
     }
-    const overlay = this.overlay;
-    if (overlay !== null && overlay.size > 0) {
+    if (overlay.size > 0) {
       await this.loadPagesOf(overlay);
       let page: Page | undefined;
       overlay.scan(undefined, false, undefined, false, false, Infinity, (slot) => {
@@ -395,8 +478,7 @@ export class PagedTransaction implements EngineTransaction {
       this.pages.put(record, page.lo);
       stored.push(page);
     }
-    this.meta.put(this.version + 1, VERSION_KEY);
-    this.install = { base: this.version, puts: stored, deletes };
+    return { puts: stored, deletes };
   }
 
   /** Throw if the handle may not be used. */
@@ -429,6 +511,33 @@ export class PagedTransaction implements EngineTransaction {
     }
     if (slots.length === 0 && this.cleared.length === 0) return null;
     return { slots, encs: slots.map((slot) => slot.enc), cleared: this.cleared.slice() };
+  }
+
+  /**
+   * What a read of `iv` merges over the pages: the committed log's rows and
+   * cleared ranges, under this transaction's writes as they were when the
+   * read was issued (`written`). Its cleared ranges hide the log's rows too;
+   * its rows replace the log's.
+   */
+  private overLog(iv: EncodedInterval, written: Snapshot | null): Snapshot | null {
+    const log = this.log!;
+    if (log.empty) return written;
+    const logged: Slot[] = [];
+    log.rows.scan(iv.lower, iv.lowerOpen, iv.upper, iv.upperOpen, false, Infinity, (slot) => {
+      logged.push(slot);
+    });
+    if (logged.length === 0 && log.cleared.length === 0) return written;
+    if (written === null) return { slots: logged, encs: logged.map((slot) => slot.enc), cleared: log.cleared };
+    const slots: Slot[] = [];
+    const mine = written.slots;
+    let m = 0;
+    for (const slot of logged) {
+      while (m < mine.length && mine[m]!.enc < slot.enc) slots.push(mine[m++]!);
+      if (m < mine.length && mine[m]!.enc === slot.enc) continue;
+      if (!written.cleared.some((c) => contains(c, slot.enc))) slots.push(slot);
+    }
+    while (m < mine.length) slots.push(mine[m++]!);
+    return { slots, encs: slots.map((slot) => slot.enc), cleared: log.cleared.concat(written.cleared) };
   }
 
   /** A committed page known without a request: in this transaction's view, else in a cache of this version. */
@@ -542,7 +651,8 @@ export class PagedTransaction implements EngineTransaction {
   }
 
   /** Ascending scan of `iv`: pages from the one holding its lower end, following high fences. */
-  private async walkUp(iv: EncodedInterval, limit: number, snapshot: Snapshot | null): Promise<Entry[]> {
+  private async walkUp(iv: EncodedInterval, limit: number, written: Snapshot | null): Promise<Entry[]> {
+    const snapshot = this.overLog(iv, written);
     const out: Entry[] = [];
     let page = await this.pageFor(iv.lower ?? "");
     for (;;) {
@@ -553,7 +663,8 @@ export class PagedTransaction implements EngineTransaction {
   }
 
   /** Descending scan of `iv`: pages from the one holding its upper end, following low fences. */
-  private async walkDown(iv: EncodedInterval, limit: number, snapshot: Snapshot | null): Promise<Entry[]> {
+  private async walkDown(iv: EncodedInterval, limit: number, written: Snapshot | null): Promise<Entry[]> {
+    const snapshot = this.overLog(iv, written);
     const out: Entry[] = [];
     let page = await this.pageFor(iv.upper ?? TOP);
     for (;;) {

@@ -6,6 +6,8 @@
  * migration) check the same code through IndexedDB.
  */
 import { describe, expect, it } from "vitest";
+import { encodeKey } from "../../src/ordered/key-encoding.js";
+import type { ChangeRecord } from "./log.js";
 import { cutPages, Page, PageBuilder, PageCache, PageSet, sizeOf, type PageLimits } from "./pages.js";
 
 const limits: PageLimits = { maxRows: 4, maxBytes: 200 };
@@ -109,9 +111,9 @@ describe("PageSet and PageCache", () => {
     expect(set.containing("g")).toBeUndefined();
   });
 
-  it("empties itself for another version, drops the pages used longest ago beyond its capacity, and installs a commit only over its base version", () => {
+  it("drops the pages used longest ago beyond its capacity, and installs a commit only over its base version", () => {
     const cache = new PageCache(2);
-    cache.validate(1);
+    cache.catchUp(null, 1, [{ version: 1, record: { checkpoint: true } }]);
     cache.add(a);
     cache.add(f);
     expect(cache.containing("b")).toBe(a); // a is now the most recently used
@@ -125,10 +127,44 @@ describe("PageSet and PageCache", () => {
     cache.install(1, [m], []); // not over its base: forget everything
     expect(cache.version).toBeNull();
     expect(cache.size).toBe(0);
-    cache.validate(5);
+  });
+
+  it("catches up with the log: change records keep the pages, a checkpoint among them forgets them, a gap is refused", () => {
+    const cache = new PageCache(8);
+    const e = (text: string): string => encodeKey([text]);
+    const put = (enc: string, value: unknown): ChangeRecord => ({ c: [], r: [[enc, 9, value]] });
+    cache.catchUp(null, 3, [
+      { version: 1, record: put(e("a"), 1) }, // before the checkpoint: already in the pages
+      { version: 2, record: { checkpoint: true } },
+      { version: 3, record: put(e("b"), 2) },
+    ]);
+    expect(cache.version).toBe(3);
+    expect(cache.log.records).toBe(1);
+    expect(cache.log.rows.find(e("a"))).toBeUndefined();
+    expect(cache.log.rows.find(e("b"))?.value).toBe(2);
     cache.add(a);
-    cache.validate(6);
+    // Change records only: applied in order, pages kept (a clear hides the pages, a later row survives it).
+    cache.catchUp(3, 5, [
+      { version: 4, record: { c: [{ lower: e("a"), lowerOpen: false, upper: e("c"), upperOpen: false }], r: [] } },
+      { version: 5, record: { c: [], r: [[e("bb"), 9, 3], [e("z")]] } },
+    ]);
+    expect(cache.at("")).toBe(a);
+    expect(cache.log.rows.find(e("b"))).toBeUndefined();
+    expect(cache.log.rows.find(e("bb"))?.value).toBe(3);
+    expect(cache.log.rows.find(e("z"))?.deleted).toBe(true);
+    expect(cache.log.hides(e("abc"))).toBe(true);
+    expect(cache.log.hides(e("d"))).toBe(false);
+    expect(cache.log.records).toBe(3);
+    // A checkpoint among the records: the pages changed.
+    cache.catchUp(5, 7, [
+      { version: 6, record: { checkpoint: true } },
+      { version: 7, record: put(e("q"), 4) },
+    ]);
     expect(cache.size).toBe(0);
+    expect(cache.log.records).toBe(1);
+    expect(cache.log.hides(e("abc"))).toBe(false);
+    // Records missing without a checkpoint: the stored log is damaged.
+    expect(() => cache.catchUp(7, 9, [{ version: 9, record: put(e("r"), 5) }])).toThrow(/inconsistent/);
   });
 });
 

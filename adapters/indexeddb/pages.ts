@@ -24,6 +24,8 @@
 import { lowerBound, upperBound } from "../../src/ordered/btree.js";
 import { decodeKey } from "../../src/ordered/key-encoding.js";
 import type { Key } from "../../src/engine.js";
+import { IndexedDbEngineError } from "./errors.js";
+import { type ChangeRecord, CommittedLog, isCheckpoint, type LogRecord } from "./log.js";
 
 /** A page as stored under its low fence. */
 export interface PageRecord {
@@ -359,31 +361,54 @@ export class PageSet {
 }
 
 /**
- * The engine's cache of committed pages, valid for one version of the
- * database (the counter every writing transaction bumps in the `meta` store):
- * a transaction that reads another version empties it, so a write from
- * another tab or worker is never read stale. Bounded: beyond `capacity` pages
- * it drops the ones used longest ago.
+ * The engine's cache of the committed state at one version of the database
+ * (the counter of `./log.ts`): some of the pages, and the whole committed log
+ * after them. A transaction that reads a newer version brings it up to date
+ * ({@link catchUp}), so a write from another tab or worker is never read
+ * stale. Bounded: beyond `capacity` pages it drops the ones used longest ago
+ * (the log is bounded by its own limits).
  */
 export class PageCache extends PageSet {
-  /** The version the cached pages belong to; `null` before the first transaction. */
+  /** The version the cached pages and log belong to; `null` before the first transaction. */
   version: number | null = null;
+  /** The change records after the pages, at {@link version}. Replaced (not emptied) on a reset. */
+  log = new CommittedLog();
 
   constructor(private readonly capacity: number) {
     super();
   }
 
-  /** Adopt `version` as the database's current one, forgetting everything when it differs. */
-  validate(version: number): void {
-    if (this.version === version) return;
-    this.clear();
-    this.version = version;
-  }
-
   /** Forget everything, and the version too. */
   reset(): void {
     this.clear();
+    this.log = new CommittedLog();
     this.version = null;
+  }
+
+  /**
+   * Move to `version`, given the log records after `from` (every record when
+   * `from` is `null`: the cache knows no version). Change records alone apply
+   * to the log and leave the cached pages current; a checkpoint among them
+   * (or no known version) means the pages changed: they are forgotten, and
+   * the log is rebuilt from the change records after the last checkpoint.
+   */
+  catchUp(from: number | null, version: number, records: readonly { readonly version: number; readonly record: LogRecord }[]): void {
+    let start = 0;
+    records.forEach((entry, i) => {
+      if (isCheckpoint(entry.record)) start = i + 1;
+    });
+    if (from === null || start > 0) {
+      this.clear();
+      this.log = new CommittedLog();
+    } else if (records.length !== version - from || records.some((entry, i) => entry.version !== from + 1 + i)) {
+      throw new IndexedDbEngineError(
+        "aborted",
+        `isostore indexeddb engine: the stored log is inconsistent: versions ${from + 1} to ${version} expected, ${records.length} records found`,
+        { retryable: false },
+      );
+    }
+    for (let i = start; i < records.length; i++) this.log.apply(records[i]!.record as ChangeRecord);
+    this.version = version;
   }
 
   override containing(enc: string): Page | undefined {
@@ -408,9 +433,10 @@ export class PageCache extends PageSet {
   }
 
   /**
-   * A committed transaction's pages: `puts` replace, `deletes` go, and the
-   * cache moves from version `base` to `base + 1`. When the cache is not at
-   * `base` (another transaction already moved it), it is emptied instead.
+   * A committed checkpoint's pages: `puts` replace, `deletes` go, the log is
+   * empty, and the cache moves from version `base` to `base + 1`. When the
+   * cache is not at `base` (another transaction already moved it), it is
+   * emptied instead.
    */
   install(base: number, puts: readonly Page[], deletes: readonly string[]): void {
     if (this.version !== base) {
@@ -419,6 +445,17 @@ export class PageCache extends PageSet {
     }
     for (const lo of deletes) this.remove(lo);
     for (const page of puts) this.add(page);
+    this.log = new CommittedLog();
+    this.version = base + 1;
+  }
+
+  /** A committed change record (`keys`: its rows' keys): as {@link install}, for the log. */
+  installChange(base: number, record: ChangeRecord, keys: readonly Key[]): void {
+    if (this.version !== base) {
+      this.reset();
+      return;
+    }
+    this.log.apply(record, keys);
     this.version = base + 1;
   }
 

@@ -2,16 +2,23 @@
 /**
  * What the IndexedDB engine keeps on disk, and how a database gets there.
  *
- * One database per engine name with two object stores (schema v2):
+ * One database per engine name with two object stores (schema v3):
  * - `pages`: the rows, packed into pages keyed by their low fence (a key
  *   encoding), each holding a sorted run of rows (`./pages.ts`). No indexes:
  *   the core keeps its own secondary-index entries.
- * - `meta`: `version`, a counter every writing transaction bumps, so an engine
- *   can tell whether the pages it caches are still current.
+ * - `log`: one record per committed writing transaction since the last
+ *   checkpoint, keyed by the database version it made (`./log.ts`): the
+ *   changes not yet written into the pages, or the checkpoint itself. Its
+ *   newest key is the database version, which tells an engine whether what
+ *   it caches is still current.
  *
  * Schema v1 stored one record per row in an `entries` store keyed by the tuple
  * key itself; the v2 migration copies those rows into pages, in key order, and
- * drops the store.
+ * drops the store. Schema v2 kept the version in a `meta` store; v3 replaces
+ * it with the log, starting with a checkpoint record (the pages hold
+ * everything) at version 1. The version step makes every connection of older
+ * code close (`versionchange`), so no engine that ignores the log reads pages
+ * it has not seen written.
  *
  * Schema versions are the positions in {@link MIGRATIONS}: version `n` is the
  * result of running the first `n` migrations, so an upgrade from `old` runs
@@ -27,12 +34,15 @@ import type { DBSchema } from "idb";
 import type { Key } from "../../src/engine.js";
 import { encodeKey } from "../../src/ordered/key-encoding.js";
 import { IndexedDbEngineError, openError } from "./errors.js";
+import type { LogRecord } from "./log.js";
 import { DEFAULT_PAGE_LIMITS, PageBuilder, sizeOf, type PageRecord } from "./pages.js";
 
 /** The store of pages (schema v2). */
 export const PAGES_STORE = "pages";
-/** The store of the version counter (schema v2). */
-export const META_STORE = "meta";
+/** The store of schema v2's version counter (gone from v3 on). */
+const META_STORE = "meta";
+/** The store of the committed log (schema v3). */
+export const LOG_STORE = "log";
 /** Schema v1's one store, a record per row (gone from v2 on). */
 const ENTRIES_STORE = "entries";
 /** Rows the v2 migration reads per request. */
@@ -48,10 +58,10 @@ export interface IndexedDbEngineSchema extends DBSchema {
     key: string;
     value: PageRecord;
   };
-  meta: {
-    key: "version";
-    /** Bumped by every transaction that writes. */
-    value: number;
+  log: {
+    /** The database version the record's commit made. */
+    key: number;
+    value: LogRecord;
   };
 }
 
@@ -92,6 +102,11 @@ export const MIGRATIONS: readonly Migration[] = [
       };
     };
     step(undefined);
+  },
+  // v3: the log replaces the version counter; the pages hold everything, as a checkpoint says.
+  (db) => {
+    db.deleteObjectStore(META_STORE);
+    db.createObjectStore(LOG_STORE).add({ checkpoint: true } satisfies LogRecord, 1);
   },
 ];
 

@@ -10,6 +10,7 @@
 import { afterAll, describe, it } from "vitest";
 import { IndexedDbEngine, platformFromGlobals } from "../../adapters/indexeddb/indexeddb-engine.js";
 import type { PageLimits } from "../../adapters/indexeddb/pages.js";
+import type { LogLimits } from "../../adapters/indexeddb/log.js";
 import type { Engine } from "../../src/engine.js";
 import { engineConformanceCases } from "../../src/testing/index.js";
 
@@ -30,10 +31,14 @@ function deleteDatabase(name: string): Promise<void> {
   });
 }
 
-/** The engine settings each lane runs the suite over: the defaults, then tiny pages and a 3-page cache. */
-const lanes: { label: string; settings: { pageLimits?: PageLimits; cachePages?: number }; runs: number }[] = [
+/** The engine settings each lane runs the suite over: the defaults, then tiny pages, a 3-page cache and a 2-record log. */
+const lanes: { label: string; settings: { pageLimits?: PageLimits; cachePages?: number; logLimits?: LogLimits }; runs: number }[] = [
   { label: "", settings: {}, runs: RUNS },
-  { label: ", tiny pages and a 3-page cache", settings: { pageLimits: { maxRows: 4, maxBytes: 256 }, cachePages: 3 }, runs: RUNS / 2 },
+  {
+    label: ", tiny pages, a 3-page cache and a 2-record log",
+    settings: { pageLimits: { maxRows: 4, maxBytes: 256 }, cachePages: 3, logLimits: { records: 2, bytes: 1024 } },
+    runs: RUNS / 2,
+  },
 ];
 
 for (const lane of lanes) {

@@ -1,0 +1,165 @@
+/**
+ * The committed log: how the IndexedDB engine commits a small transaction
+ * with one request instead of one per page it changes (pure code, no
+ * IndexedDB).
+ *
+ * Why: a request costs about the same in Chromium whatever it carries
+ * (BENCHMARKS.md), and a journal append changes rows on five or six pages (the
+ * event, its id, its key's order, the head and ready rows, the journal's
+ * meta row). Written as pages, that is six puts per append; written as one
+ * record of the changes, it is one.
+ *
+ * Layout (schema v3, see `./schema.ts`): the `log` store maps a database
+ * version (a counter, one per committed writing transaction) to a
+ * {@link LogRecord}. A transaction that wrote adds, under the next version,
+ * either:
+ * - a {@link ChangeRecord}: the ranges it cleared and the rows it put or
+ *   deleted, while the records since the last checkpoint stay within the
+ *   {@link LogLimits}; or
+ * - a {@link CheckpointRecord}, having written every change since the last
+ *   checkpoint, its own included, into the pages, and deleted the records
+ *   before it.
+ *
+ * So the database at version `v` is: the pages, with the change records after
+ * the last checkpoint applied in version order. The newest key of the `log`
+ * store is the database version, which every transaction reads first; an
+ * engine that knows an older version reads the records after it and either
+ * applies them (only change records: its cached pages are still current) or,
+ * when a checkpoint is among them, forgets its cached pages and keeps the
+ * change records after that checkpoint.
+ */
+import { BTree } from "../../src/ordered/btree.js";
+import { decodeKey, type EncodedInterval } from "../../src/ordered/key-encoding.js";
+import type { Key } from "../../src/engine.js";
+
+/** One row of a change record: `[enc, size, value]` for a put, `[enc]` for a delete. */
+export type LogRow = readonly [enc: string] | readonly [enc: string, size: number, value: unknown];
+
+/** What one committed transaction changed, stored under the version it made. */
+export interface ChangeRecord {
+  /** Ranges it deleted (applied before the rows: a row in one was written after the clear). */
+  readonly c: readonly EncodedInterval[];
+  /** Rows it put or deleted, ascending by encoding. */
+  readonly r: readonly LogRow[];
+}
+
+/** Stored by a checkpoint: the pages hold everything committed up to this version. */
+export interface CheckpointRecord {
+  readonly checkpoint: true;
+}
+
+export type LogRecord = ChangeRecord | CheckpointRecord;
+
+/** Whether `record` is a checkpoint. */
+export function isCheckpoint(record: LogRecord): record is CheckpointRecord {
+  return (record as Partial<CheckpointRecord>).checkpoint === true;
+}
+
+/** A written row, as a transaction's overlay and the committed log hold it (`deleted`: a delete). */
+export interface Slot {
+  readonly enc: string;
+  readonly key: Key;
+  value: unknown;
+  size: number;
+  deleted: boolean;
+}
+
+/** How much the change records since the last checkpoint may hold before a commit checkpoints instead. */
+export interface LogLimits {
+  /** Most change records (0: every writing transaction checkpoints, the log is never used). */
+  readonly records: number;
+  /** Most estimated bytes over those records (an engine starting cold reads them all). */
+  readonly bytes: number;
+}
+
+/**
+ * The defaults: 128 records or 256 KB. A checkpoint writes every page the
+ * records touched, so the more records it covers, the more of their writes to
+ * one page it folds into one put (the journal's meta, event and id pages);
+ * an engine starting cold reads up to this much in one request.
+ */
+export const DEFAULT_LOG_LIMITS: LogLimits = { records: 128, bytes: 256 * 1024 };
+
+/**
+ * Cleared ranges the log holds at most: every read of the log tests a row
+ * against each of them, so many range deletes checkpoint early.
+ */
+export const MAX_LOG_CLEARED = 64;
+
+/** Estimated bytes of a change record (for {@link LogLimits.bytes}). */
+export function recordBytes(record: ChangeRecord): number {
+  let bytes = 16 + record.c.length * 64;
+  for (const row of record.r) bytes += row[0].length + 8 + (row.length === 3 ? row[1] : 0);
+  return bytes;
+}
+
+/** Whether `enc` lies in `iv`. */
+export function contains(iv: EncodedInterval, enc: string): boolean {
+  if (iv.lower !== undefined && (iv.lowerOpen ? enc <= iv.lower : enc < iv.lower)) return false;
+  if (iv.upper !== undefined && (iv.upperOpen ? enc >= iv.upper : enc > iv.upper)) return false;
+  return true;
+}
+
+/**
+ * The change records since the last checkpoint, applied in order: the rows
+ * they wrote (the latest write of each key) and the ranges they cleared, which
+ * hide the pages' rows there (not the log's own later rows). Held by the
+ * engine beside its page cache, for the same version.
+ */
+export class CommittedLog {
+  /** The latest write of each key, by encoding. Slots are replaced, never changed in place. */
+  readonly rows = new BTree<Slot>();
+  /** Ranges cleared: they hide the pages' rows (the log's rows inside them were written later). */
+  cleared: EncodedInterval[] = [];
+  /** Change records applied since the last checkpoint. */
+  records = 0;
+  /** Their estimated bytes ({@link recordBytes}). */
+  bytes = 0;
+
+  /** Whether the log holds nothing (the pages are the whole database). */
+  get empty(): boolean {
+    return this.records === 0;
+  }
+
+  /**
+   * Apply one change record: its ranges, then its rows. `keys`, when given,
+   * are the rows' decoded keys (the committing transaction has them); else
+   * they are decoded from the encodings.
+   */
+  apply(record: ChangeRecord, keys?: readonly Key[]): void {
+    const rows = this.rows;
+    for (const iv of record.c) {
+      const doomed: string[] = [];
+      rows.scan(iv.lower, iv.lowerOpen, iv.upper, iv.upperOpen, false, Infinity, (slot) => doomed.push(slot.enc));
+      for (const enc of doomed) rows.delete(enc);
+      this.cleared.push(iv);
+    }
+    record.r.forEach((row, i) => {
+      const enc = row[0];
+      const slot: Slot =
+        row.length === 3
+          ? { enc, key: keys?.[i] ?? decodeKey(enc), value: row[2], size: row[1], deleted: false }
+          : { enc, key: keys?.[i] ?? decodeKey(enc), value: undefined, size: 0, deleted: true };
+      if (!rows.insert(slot)) {
+        rows.delete(enc);
+        rows.insert(slot);
+      }
+    });
+    this.records++;
+    this.bytes += recordBytes(record);
+  }
+
+  /** Whether the log clears `enc` from the pages. */
+  hides(enc: string): boolean {
+    for (const iv of this.cleared) if (contains(iv, enc)) return true;
+    return false;
+  }
+
+  /** Forget every record (after a checkpoint, or to rebuild). */
+  clear(): void {
+    this.rows.clear();
+    this.cleared = [];
+    this.records = 0;
+    this.bytes = 0;
+  }
+}
