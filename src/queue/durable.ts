@@ -14,18 +14,25 @@
  * the ledger's tip through `appendDefinite` (so a networked ledger's
  * ambiguous append is resolved by reading the record back); when another
  * writer got there first, the instance replays the new records and decides
- * again. The ledger grows with every call; compaction is not part of this
- * module.
+ * again. `appendDefinite` takes a record already at the position with the
+ * same bytes for its own, so every record carries a random nonce: two
+ * instances that decide the same thing at once (consume item 7, a duplicate
+ * of key k) still write different bytes, and the loser replays the winner's
+ * record and decides again instead of taking it for its own (which would
+ * hand item 7 out twice, or count one duplicate for two calls). The ledger
+ * grows with every call; compaction is not part of this module.
  *
  * Record format: a 4-byte big-endian header length, a UTF-8 JSON header
- * (`{"v":1,"op":"enqueue","outcome","key","now"}` or
- * `{"v":1,"op":"consume","id"}`), then the payload of an admitted item.
+ * (`{"v":1,"op":"enqueue","outcome","key","now","nonce"}` or
+ * `{"v":1,"op":"consume","id","nonce"}`), then the payload of an admitted
+ * item. `nonce` is 32 hex digits, unique to its append; replay ignores it,
+ * and records written before it existed (without one) replay as before.
  */
 import { ConflictError, StorageError } from "../storage/errors.js";
 import { appendDefinite, type Ledger } from "../storage/ledger.js";
 import { validateName } from "../storage/names.js";
 import { throwIfAborted, type CallOptions } from "../storage/options.js";
-import { utf8Decode, utf8Encode } from "../storage/web.js";
+import { randomBytes, toHex, utf8Decode, utf8Encode } from "../storage/web.js";
 import { checkCapacity, checkKey, checkLane, checkNow, checkPayload } from "./checks.js";
 import { QueueState, type Admission, type EnqueueOutcome, type QueueItem, type QueueLane, type QueueStats } from "./state.js";
 
@@ -48,8 +55,9 @@ const MAX_RACE_RETRIES = 64;
 
 type Header = { readonly v: 1; readonly op: "enqueue"; readonly outcome: EnqueueOutcome; readonly key: string; readonly now: number } | { readonly v: 1; readonly op: "consume"; readonly id: number };
 
+/** A record's bytes, made unique to this append by a fresh random nonce in its header. */
 function encode(header: Header, payload?: Uint8Array): Uint8Array {
-  const text = utf8Encode(JSON.stringify(header));
+  const text = utf8Encode(JSON.stringify({ ...header, nonce: toHex(randomBytes(16)) }));
   const body = payload ?? new Uint8Array();
   const bytes = new Uint8Array(4 + text.length + body.length);
   new DataView(bytes.buffer).setUint32(0, text.length);
@@ -63,10 +71,13 @@ function decode(bytes: Uint8Array): { header: Header; payload: Uint8Array } {
   const length = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0);
   if (4 + length > bytes.length) throw new Error("header longer than the record");
   const header = JSON.parse(utf8Decode(bytes.subarray(4, 4 + length))) as Header;
+  // Records written before the nonce existed have none; it is never applied.
+  const nonce: unknown = header !== null && typeof header === "object" ? (header as { nonce?: unknown }).nonce : undefined;
   const ok =
     header !== null &&
     typeof header === "object" &&
     header.v === 1 &&
+    (nonce === undefined || typeof nonce === "string") &&
     ((header.op === "enqueue" && ["admitted", "duplicate", "shed"].includes(header.outcome) && typeof header.key === "string" && Number.isSafeInteger(header.now)) ||
       (header.op === "consume" && Number.isSafeInteger(header.id)));
   if (!ok) throw new Error("unknown record");
@@ -145,7 +156,12 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
     return result;
   }
 
-  /** Decide, journal, apply; on a lost race, replay the winner's records and decide again. */
+  /**
+   * Decide, journal, apply; on a lost race, replay the winner's records and
+   * decide again. Each attempt's record has its own nonce, so a
+   * `ConflictError` from `appendDefinite` means another writer's record is at
+   * that position, even if it decided exactly what this attempt did.
+   */
   private async journal<T>(decide: () => { header: Header; payload?: Uint8Array } | { done: T }, finish: (item: QueueItem | undefined, header: Header) => T, options?: CallOptions): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const decision = decide();
@@ -162,7 +178,10 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
     }
   }
 
-  /** As `EventQueue.enqueue`, journaled first. Rejects (changing nothing) when the ledger append fails. */
+  /**
+   * As `EventQueue.enqueue` (the same argument checks, payload size included), journaled first.
+   * Rejects (changing nothing) when the ledger append fails.
+   */
   async enqueue(key: string, payload: Uint8Array, now: number, options?: CallOptions): Promise<Admission> {
     checkKey(key);
     const bytes = checkPayload(payload).slice();

@@ -66,7 +66,8 @@ export class EventQueue<L extends QueueLane = QueueLane> {
    * without queuing it again (a duplicate); a full lane is `"shed"` and the
    * key is not remembered; otherwise the item is queued and `"admit"`.
    *
-   * @throws {InvalidArgumentError} for a bad key, payload or `now` (nothing changes).
+   * @throws {InvalidArgumentError} for a bad key or `now`, or a payload that is not a `Uint8Array` or is over
+   *   `MAX_QUEUE_PAYLOAD_BYTES` (whatever the lane holds; nothing changes).
    */
   enqueue(key: string, payload: Uint8Array, now: number): Admission {
     checkKey(key);

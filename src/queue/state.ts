@@ -68,6 +68,7 @@ export class QueueState {
   highWater = Number.NEGATIVE_INFINITY;
   /** Whether `seen` iterates in ascending admission time. */
   private seenSorted = true;
+  /** What the next admission's time is compared with to tell whether `seen` stays sorted: the time of the last key put there (after a re-sort, the newest). */
   private lastAdmittedAt = Number.NEGATIVE_INFINITY;
   enqueued = 0;
   consumed = 0;
@@ -99,6 +100,9 @@ export class QueueState {
       this.seen.clear();
       for (const [key, at] of sorted) this.seen.set(key, at);
       this.seenSorted = true;
+      // The order is now by time, so the next admission must be compared with the newest time
+      // remembered, not with the last one admitted (which may be older).
+      this.lastAdmittedAt = sorted.at(-1)?.[1] ?? Number.NEGATIVE_INFINITY;
     }
     for (const [key, admittedAt] of this.seen) {
       if (now - admittedAt <= IDEM_WINDOW_MS) break;

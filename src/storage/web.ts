@@ -1,9 +1,9 @@
 /**
  * The few Web-platform APIs the storage primitives use (`ReadableStream`,
- * `crypto.subtle`, `AbortController`), typed by the members used and looked
- * up lazily on `globalThis`, so the core compiles without DOM or Node typings
- * and loads anywhere; a runtime that lacks one fails only the call that needs
- * it, with a message saying what is missing.
+ * `crypto.subtle`, `crypto.getRandomValues`, `AbortController`), typed by the
+ * members used and looked up lazily on `globalThis`, so the core compiles
+ * without DOM or Node typings and loads anywhere; a runtime that lacks one
+ * fails only the call that needs it, with a message saying what is missing.
  */
 
 /** A reader of a {@link ByteStream} (the members of `ReadableStreamDefaultReader` used here). */
@@ -57,6 +57,13 @@ export async function sha256(bytes: Uint8Array): Promise<Uint8Array> {
   const crypto = platform<{ subtle?: { digest(algorithm: string, data: Uint8Array): Promise<ArrayBuffer> } }>("crypto");
   if (!crypto.subtle) throw new Error("isostore storage needs the Web Crypto API (globalThis.crypto.subtle)");
   return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+}
+
+/** `count` bytes from `crypto.getRandomValues`, looked up at call time. */
+export function randomBytes(count: number): Uint8Array {
+  const crypto = platform<{ getRandomValues?<T extends Uint8Array>(array: T): T }>("crypto");
+  if (!crypto.getRandomValues) throw new Error("isostore storage needs the Web Crypto API (globalThis.crypto.getRandomValues)");
+  return crypto.getRandomValues(new Uint8Array(count));
 }
 
 /** Lowercase hex of `bytes`. */

@@ -3,10 +3,12 @@
  * `event-queue.lean.txt` (and of the ledger-backed variant), each asserting
  * concrete values.
  */
+import { MAX_IDEM_KEY_LENGTH, MAX_QUEUE_PAYLOAD_BYTES } from "../queue/checks.js";
 import { EventQueue } from "../queue/event-queue.js";
 import { IDEM_WINDOW_MS } from "../queue/state.js";
 import type { Ledger } from "../storage/ledger.js";
 import { createStore } from "../storage/store.js";
+import { utf8Encode } from "../storage/web.js";
 import type { ConformanceCase } from "./journal-conformance.js";
 import type { QueueConformanceOptions } from "./queue-conformance.js";
 import { describeStorageError, renderStorage, settleStorage } from "./storage-compare.js";
@@ -19,6 +21,16 @@ function expectEqual(actual: unknown, expected: unknown, what: string): void {
   if (renderStorage(actual) !== renderStorage(expected)) {
     throw new Error(`${what}\n  expected: ${renderStorage(expected)}\n  actual:   ${renderStorage(actual)}`);
   }
+}
+
+/** A queue record as written before records carried a nonce: length, JSON header, payload. */
+function legacyRecord(header: object, payload = new Uint8Array()): Uint8Array {
+  const text = utf8Encode(JSON.stringify(header));
+  const bytes = new Uint8Array(4 + text.length + payload.length);
+  new DataView(bytes.buffer).setUint32(0, text.length);
+  bytes.set(text, 4);
+  bytes.set(payload, 4 + text.length);
+  return bytes;
 }
 
 function plainCase(label: string, name: string, body: () => Promise<void> | void): ConformanceCase {
@@ -176,6 +188,71 @@ export function queueExampleCases(options: QueueConformanceOptions): Conformance
       const keys: string[] = [];
       for (let item = await rebuilt.consume(); item !== undefined; item = await rebuilt.consume()) keys.push(item.key);
       expectEqual(keys.sort(), ["x", "y", "z"], "every admitted item was journaled");
+    }),
+    withLedger("ledger-backed: two queues over one ledger never hand out the same item", async (ledger) => {
+      const open = () => EventQueue.fromLedger(ledger(), "q/race", "signal", 10);
+      await (await open()).enqueue("only", p(1), T0);
+      let [one, two] = [await open(), await open()];
+      const first = await Promise.all([one.consume(), two.consume()]);
+      expectEqual(first.filter((item) => item !== undefined), [{ id: 1, key: "only", payload: p(1) }], "exactly one of them gets the one item");
+      const seeder = await open();
+      await seeder.enqueue("x", p(2), T0);
+      await seeder.enqueue("y", p(3), T0);
+      [one, two] = [await open(), await open()];
+      const second = await Promise.all([one.consume(), two.consume()]);
+      expectEqual(second.map((item) => item?.key).sort(), ["x", "y"], "of two items, each gets a different one (the loser took the next)");
+      const rebuilt = await open();
+      expectEqual([rebuilt.len(), rebuilt.stats()], [0, { signal_enqueued: 3, signal_consumed: 3, signal_shed: 0, signal_duplicates: 0 }], "three handed out, once each");
+    }),
+    withLedger("ledger-backed: the same call from two queues at once is journaled, and counted, twice", async (ledger) => {
+      const open = () => EventQueue.fromLedger(ledger(), "q/twins", "approval", 1);
+      await (await open()).enqueue("k", p(1), T0);
+      const [one, two] = [await open(), await open()];
+      expectEqual(await Promise.all([one.enqueue("k", p(), T0 + 1), two.enqueue("k", p(), T0 + 1)]), ["admit", "admit"], "two duplicates");
+      expectEqual((await open()).stats(), { approval_enqueued: 1, approval_consumed: 0, approval_shed: 0, approval_duplicates: 2 }, "both duplicates counted");
+      expectEqual(await Promise.all([one.enqueue("s", p(), T0 + 2), two.enqueue("s", p(), T0 + 2)]), ["shed", "shed"], "two sheds");
+      const rebuilt = await open();
+      expectEqual(rebuilt.stats(), { approval_enqueued: 1, approval_consumed: 0, approval_shed: 2, approval_duplicates: 2 }, "both sheds counted");
+      expectEqual(rebuilt.position, 5, "one record per call");
+    }),
+    withLedger("ledger-backed: records written without a nonce (the older format) still replay", async (ledger) => {
+      const log = ledger();
+      await log.append("q/legacy", 0, legacyRecord({ v: 1, op: "enqueue", outcome: "admitted", key: "a", now: T0 }, p(1)));
+      await log.append("q/legacy", 1, legacyRecord({ v: 1, op: "enqueue", outcome: "admitted", key: "b", now: T0 }, p(2)));
+      await log.append("q/legacy", 2, legacyRecord({ v: 1, op: "enqueue", outcome: "duplicate", key: "a", now: T0 + 1 }));
+      await log.append("q/legacy", 3, legacyRecord({ v: 1, op: "consume", id: 1 }));
+      const queue = await EventQueue.fromLedger(log, "q/legacy", "signal", 10);
+      expectEqual(queue.stats(), { signal_enqueued: 2, signal_consumed: 1, signal_shed: 0, signal_duplicates: 1 }, "counters");
+      await queue.enqueue("c", p(3), T0 + 2); // a new record, with a nonce, after the old ones
+      const again = await EventQueue.fromLedger(log, "q/legacy", "signal", 10);
+      expectEqual([await again.consume(), await again.consume(), await again.consume()], [{ id: 2, key: "b", payload: p(2) }, { id: 3, key: "c", payload: p(3) }, undefined], "items");
+    }),
+    withLedger("a payload over MAX_QUEUE_PAYLOAD_BYTES is refused by both queue kinds whatever the lane holds; one at the limit is accepted", async (ledger) => {
+      const over = new Uint8Array(MAX_QUEUE_PAYLOAD_BYTES + 1);
+      const atLimit = new Uint8Array(MAX_QUEUE_PAYLOAD_BYTES).fill(7);
+      const longestKey = "\u0000".repeat(MAX_IDEM_KEY_LENGTH); // 6 bytes a character in the JSON header: the longest record
+      const tip = () => ledger().tip("q/size");
+      const memory = new EventQueue("signal", 1);
+      const durable = await EventQueue.fromLedger(ledger(), "q/size", "signal", 1);
+      for (const [kind, queue] of [["in memory", memory], ["ledger-backed", durable]] as const) {
+        const refused = async (key: string, lane: string) => {
+          const before = [queue.len(), queue.stats(), await tip()];
+          const outcome = await settleStorage(() => queue.enqueue(key, over, T0));
+          const what = `${kind}, ${lane}`;
+          expectEqual(outcome.ok ? "resolved" : describeStorageError(outcome.error), { error: "InvalidArgumentError", code: "invalid_argument", argument: "payload" }, what);
+          const message = outcome.ok ? "" : String((outcome.error as Error).message);
+          expectEqual([message.includes(String(over.length)), message.includes(String(MAX_QUEUE_PAYLOAD_BYTES))], [true, true], `${what}: the message names the size and the limit (${message})`);
+          expectEqual([queue.len(), queue.stats(), await tip()], before, `${what}: nothing changed`);
+        };
+        await refused("a", "empty lane");
+        expectEqual(await queue.enqueue(longestKey, atLimit, T0), "admit", `${kind}: a payload at the limit, with the longest key`);
+        await refused(longestKey, "a remembered key");
+        await refused("b", "full lane");
+        const item = await queue.consume();
+        expectEqual([item?.key === longestKey, item?.payload.length, item?.payload[0]], [true, MAX_QUEUE_PAYLOAD_BYTES, 7], `${kind}: the item at the limit`);
+      }
+      const rebuilt = await EventQueue.fromLedger(ledger(), "q/size", "signal", 1);
+      expectEqual(rebuilt.stats(), memory.stats(), "the two kinds counted the same");
     }),
     withLedger("ledger-backed: replay applies the journaled outcomes even under another capacity", async (ledger) => {
       const queue = await EventQueue.fromLedger(ledger(), "q/cap", "signal", 3);

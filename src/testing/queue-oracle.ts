@@ -4,7 +4,7 @@
  */
 import { InvalidArgumentError } from "../storage/errors.js";
 import { IDEM_WINDOW_MS, QUEUE_LANES, type Admission, type QueueItem, type QueueLane } from "../queue/state.js";
-import { MAX_IDEM_KEY_LENGTH } from "../queue/checks.js";
+import { MAX_IDEM_KEY_LENGTH, MAX_QUEUE_PAYLOAD_BYTES } from "../queue/checks.js";
 
 /** The reference event queue. */
 export class QueueOracle {
@@ -24,7 +24,7 @@ export class QueueOracle {
 
   enqueue(key: string, payload: Uint8Array, now: number): Admission {
     if (typeof key !== "string" || key.length === 0 || key.length > MAX_IDEM_KEY_LENGTH) throw new InvalidArgumentError("key", "bad key");
-    if (!(payload instanceof Uint8Array)) throw new InvalidArgumentError("payload", "bad payload");
+    if (!(payload instanceof Uint8Array) || payload.length > MAX_QUEUE_PAYLOAD_BYTES) throw new InvalidArgumentError("payload", "bad payload");
     if (!Number.isSafeInteger(now)) throw new InvalidArgumentError("now", "bad now");
     // 1. Evict keys older than the window, unless the clock went backwards; keep keys still queued.
     if (now >= this.latest) {
