@@ -16,6 +16,7 @@ import { HTTPException } from "hono/http-exception";
 import { createUsageEvent, parseConsumerId } from "../journal/event.js";
 import type { ConsumerId, QuarantinedEvent, QuarantinePage, UsageJournal } from "../journal/types.js";
 import { encodeBatch, encodeError } from "../journal/wire.js";
+import { InvalidArgumentError } from "../journal/errors.js";
 import { TokenMatcher, mayAppend, type Principal, type TokenConfig } from "./auth.js";
 import { ApiError, errorAnswer } from "./errors.js";
 import * as s from "./schemas.js";
@@ -93,6 +94,51 @@ const UI_HEADERS: Readonly<Record<string, string>> = {
   "cross-origin-opener-policy": "same-origin",
 };
 
+/** Largest `maxBodyBytes` accepted (64 MiB: larger JSON bodies belong in blobs). */
+const MAX_BODY_BYTES_CAP = 64 * 1024 * 1024;
+
+/** An origin as CORS compares it: scheme, host and optional port, nothing else. */
+const ORIGIN = /^https?:\/\/[^\s/?#]+$/;
+
+/**
+ * Check {@link AppOptions} before building anything, so a misconfigured
+ * worker fails at start with the field named, not at its first request (or
+ * never, for a typo that would fall back to a default).
+ *
+ * @throws InvalidArgumentError naming the first bad field.
+ */
+function checkAppOptions(options: AppOptions): void {
+  if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "must be an object");
+  const { journals, auth, corsOrigins, maxBodyBytes, auditActor, clock, assets, stores } = options as unknown as Record<string, unknown>;
+  if (typeof journals !== "function" && (journals === null || typeof journals !== "object")) {
+    throw new InvalidArgumentError("journals", "must be a record of journals by name, or a function returning one");
+  }
+  if (auth === null || typeof auth !== "object") throw new InvalidArgumentError("auth", "must be an object { tokens }");
+  if (corsOrigins !== undefined) {
+    if (!Array.isArray(corsOrigins) || !corsOrigins.every((origin) => typeof origin === "string" && (origin === "*" || ORIGIN.test(origin)))) {
+      throw new InvalidArgumentError("corsOrigins", "must be an array of origins such as `https://app.example` (scheme, host, optional port), or `*`");
+    }
+  }
+  if (maxBodyBytes !== undefined && (typeof maxBodyBytes !== "number" || !Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1 || maxBodyBytes > MAX_BODY_BYTES_CAP)) {
+    throw new InvalidArgumentError("maxBodyBytes", `must be an integer from 1 to ${MAX_BODY_BYTES_CAP}, got ${describe(maxBodyBytes)}`);
+  }
+  if (auditActor !== undefined && auditActor !== "token" && auditActor !== "caller") {
+    throw new InvalidArgumentError("auditActor", `must be "token" or "caller", got ${describe(auditActor)}`);
+  }
+  if (clock !== undefined && typeof clock !== "function") throw new InvalidArgumentError("clock", "must be a function returning epoch milliseconds");
+  if (assets !== undefined && typeof assets !== "function") throw new InvalidArgumentError("assets", "must be a function from Request to Response");
+  if (stores !== undefined && typeof stores !== "function" && (stores === null || typeof stores !== "object")) {
+    throw new InvalidArgumentError("stores", "must be a record of stores by name, or a function returning one");
+  }
+}
+
+/** A short description of a bad option value for an error message. */
+function describe(value: unknown): string {
+  if (typeof value === "number" || typeof value === "boolean" || value === undefined || value === null) return String(value);
+  if (typeof value === "string") return JSON.stringify(value);
+  return typeof value;
+}
+
 function errorResponse(error: unknown): Response {
   const answer = errorAnswer(error);
   return new Response(JSON.stringify(answer.body), {
@@ -123,6 +169,7 @@ function describeIssues(issues: readonly { path: readonly PropertyKey[]; message
  * const answer = await app.fetch(new Request("http://localhost/v1/health"));
  */
 export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
+  checkAppOptions(options);
   const clock = options.clock ?? Date.now;
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   const table = (journals: JournalTable) => new Map(Object.entries(journals).map(([name, entry]) => [name, isServed(entry) ? entry : { journal: entry }] as const));
@@ -210,7 +257,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     }
     if (c.req.path === "/v1/health") return next();
     const header = c.req.header("authorization") ?? "";
-    const match = /^Bearer ([\x21-\x7e]{1,512})$/.exec(header);
+    // The scheme is case-insensitive (RFC 9110 11.1).
+    const match = /^Bearer +([\x21-\x7e]{1,512})$/i.exec(header);
     if (!match) throw new ApiError("unauthorized", "send `Authorization: Bearer <token>`");
     const principal = await matcher.match(match[1]!);
     if (!principal) throw new ApiError("unauthorized", "the token is not valid");

@@ -2,7 +2,8 @@
  * Bearer-token auth of the HTTP API.
  *
  * A token has a name (the `actor` recorded in the audit log) and scopes:
- * - `append:*` or `append:<namespace>`: append events of any / that namespace;
+ * - `append:*` or `append:<namespace>`: append events of any / that namespace
+ *   (`append` alone is `append:*`);
  * - `consume`: claim, ack, nack, extend, quarantine, stats, attempts;
  * - `operate`: review and resolve quarantined events, audit, prune (and stats, attempts);
  * - `store:*` or `store:<store>`: every store route of any / that store (ledger,
@@ -15,8 +16,8 @@
 import { InvalidArgumentError } from "../journal/errors.js";
 import { sha256 } from "../storage/web.js";
 
-/** A scope a token may hold. */
-export type Scope = "consume" | "operate" | `append:${string}` | `store:${string}`;
+/** A scope a token may hold (`append` is short for `append:*`). */
+export type Scope = "consume" | "operate" | "append" | `append:${string}` | `store:${string}`;
 
 /** One configured token. */
 export interface TokenConfig {
@@ -34,7 +35,7 @@ export interface Principal {
 }
 
 /** `store:<store>` takes a storage name (at most 512 bytes: segments `[a-z0-9][a-z0-9_.-]*` joined by `/`). */
-const SCOPE = /^(consume|operate|append:(\*|[^\s]{1,256})|store:(\*|(?=[a-z0-9_./-]{1,512}$)[a-z0-9][a-z0-9_.-]*(\/[a-z0-9][a-z0-9_.-]*)*))$/;
+const SCOPE = /^(consume|operate|append|append:(\*|[^\s]{1,256})|store:(\*|(?=[a-z0-9_./-]{1,512}$)[a-z0-9][a-z0-9_.-]*(\/[a-z0-9][a-z0-9_.-]*)*))$/;
 
 /**
  * Check token configuration (e.g. parsed from the `ISOSTORE_TOKENS` secret)
@@ -57,9 +58,10 @@ export function checkTokens(tokens: unknown): readonly TokenConfig[] {
       if (seen.has(token)) throw new InvalidArgumentError(`${where}.token`, "is configured twice");
       seen.add(token);
       if (!Array.isArray(scopes) || !scopes.every((scope) => typeof scope === "string" && SCOPE.test(scope))) {
-        throw new InvalidArgumentError(`${where}.scopes`, "must list scopes among `consume`, `operate`, `append:*`, `append:<namespace>`, `store:*`, `store:<store>`");
+        throw new InvalidArgumentError(`${where}.scopes`, "must list scopes among `consume`, `operate`, `append`, `append:*`, `append:<namespace>`, `store:*`, `store:<store>`");
       }
-      return Object.freeze({ name, token, scopes: Object.freeze((scopes as string[]).slice() as Scope[]) });
+      const normalised = (scopes as string[]).map((scope) => (scope === "append" ? "append:*" : scope)) as Scope[];
+      return Object.freeze({ name, token, scopes: Object.freeze(normalised) });
     }),
   );
 }

@@ -137,6 +137,35 @@ describe("gates and the error mapping", () => {
     await expect(client.ack({ consumer: billing, event: rid(1), attempt: 1 })).rejects.toMatchObject({ name: "NotOutstandingError", code: "not_outstanding" });
   });
 
+  it("takes the auth scheme in any case, and `append` alone as `append:*`", async () => {
+    const { call } = setup();
+    for (const scheme of ["bearer", "BEARER", "Bearer  "]) {
+      const answer = await call("GET", "/v1/journals/usage/consumers/billing/stats", { token: null, headers: { authorization: `${scheme} ${OPS}` } });
+      expect([scheme, answer.status]).toEqual([scheme, 200]);
+    }
+    const PRODUCER = "any-producer-token-012345";
+    const { call: callWide } = setup({ auth: { tokens: [{ name: "producer", token: PRODUCER, scopes: ["append"] }] } });
+    const appended = await callWide("POST", "/v1/journals/usage/append", { token: PRODUCER, body: { event: event(1) } });
+    expect(appended.status).toBe(200);
+    expect((await callWide("GET", "/v1/journals/usage/consumers/billing/stats", { token: PRODUCER })).status).toBe(403);
+  });
+
+  it("refuses bad options at construction with the field named, instead of falling back to a default", () => {
+    const bad: [Partial<AppOptions>, string][] = [
+      [{ maxBodyBytes: -1 }, "maxBodyBytes"],
+      [{ maxBodyBytes: Number.NaN }, "maxBodyBytes"],
+      [{ maxBodyBytes: "4096" as unknown as number }, "maxBodyBytes"],
+      [{ auditActor: "callr" as unknown as "caller" }, "auditActor"],
+      [{ corsOrigins: ["app.example"] }, "corsOrigins"],
+      [{ corsOrigins: "*" as unknown as string[] }, "corsOrigins"],
+      [{ clock: 5 as unknown as () => number }, "clock"],
+      [{ assets: {} as unknown as NonNullable<AppOptions["assets"]> }, "assets"],
+      [{ journals: null as unknown as AppOptions["journals"] }, "journals"],
+    ];
+    for (const [extra, field] of bad) expect(() => setup(extra), field).toThrow(expect.objectContaining({ code: "invalid_argument", argument: field }) as Error);
+    expect(() => setup({ maxBodyBytes: 1, corsOrigins: ["*", "http://localhost:8787"], auditActor: "caller" })).not.toThrow();
+  });
+
   it("answers CORS preflights only for configured origins", async () => {
     const { call } = setup({ corsOrigins: ["https://app.example"] });
     const allowed = await call("OPTIONS", "/v1/journals/usage/append", { token: null, headers: { origin: "https://app.example", "access-control-request-method": "POST" } });
