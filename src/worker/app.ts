@@ -16,7 +16,7 @@ import { HTTPException } from "hono/http-exception";
 import { createUsageEvent, parseConsumerId } from "../journal/event.js";
 import type { ConsumerId, QuarantinedEvent, QuarantinePage, UsageJournal } from "../journal/types.js";
 import { encodeBatch, encodeError } from "../journal/wire.js";
-import { InvalidArgumentError } from "../journal/errors.js";
+import { InvalidArgumentError, JournalError } from "../journal/errors.js";
 import { TokenMatcher, mayAppend, type Principal, type TokenConfig } from "./auth.js";
 import { ApiError, errorAnswer } from "./errors.js";
 import * as s from "./schemas.js";
@@ -132,6 +132,42 @@ function checkAppOptions(options: AppOptions): void {
   }
 }
 
+/**
+ * Where a request failed its schema on a field the journal checks itself (an
+ * event, a consumer name), throw the journal's own error for it
+ * (`invalid_event` with its `rule`, `invalid_consumer_id` with its fields), as
+ * a local call would; otherwise return and let the caller answer
+ * `invalid_request`.
+ */
+async function throwJournalCheck(target: string, issues: readonly { readonly path: readonly PropertyKey[] }[], c: Context): Promise<void> {
+  const check = (run: () => unknown): void => {
+    try {
+      run();
+    } catch (error) {
+      if (error instanceof JournalError && (error.code === "invalid_event" || error.code === "invalid_consumer_id")) throw error;
+    }
+  };
+  for (const { path } of issues) {
+    // Only strings: a value of the wrong JSON type stays a schema error.
+    if (target === "param" && path[0] === "consumer") check(() => parseConsumerId(c.req.param("consumer") ?? ""));
+    if (target !== "json") continue;
+    const body: unknown = await c.req.json().catch(() => undefined);
+    if (body === null || typeof body !== "object") return;
+    const fields = body as Record<string, unknown>;
+    const record = (fields["event"] as { record?: Record<string, unknown> } | undefined)?.record;
+    const part = path[2];
+    if (path[0] === "event" && path[1] === "record" && (part === "requestId" || part === "namespace" || part === "subject") && typeof record?.[part] === "string") {
+      check(() => createUsageEvent(fields["event"] as Parameters<typeof createUsageEvent>[0]));
+    }
+    if (path[path.length - 1] === "consumer") {
+      // `consumer`, `delivery.consumer`, `deliveries[i].consumer`.
+      let value: unknown = body;
+      for (const step of path) value = value !== null && typeof value === "object" ? (value as Record<PropertyKey, unknown>)[step] : undefined;
+      if (typeof value === "string") check(() => parseConsumerId(value));
+    }
+  }
+}
+
 /** A short description of a bad option value for an error message. */
 function describe(value: unknown): string {
   if (typeof value === "number" || typeof value === "boolean" || value === undefined || value === null) return String(value);
@@ -178,8 +214,9 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const matcher = new TokenMatcher(options.auth.tokens);
 
   const app = new OpenAPIHono<AppEnv>({
-    defaultHook: (result) => {
+    defaultHook: async (result, c) => {
       if (!result.success) {
+        await throwJournalCheck(result.target, result.error.issues, c);
         const first = result.error.issues[0]?.path.filter((part): part is string => typeof part === "string").pop();
         throw new ApiError("invalid_request", describeIssues(result.error.issues), first);
       }

@@ -130,6 +130,24 @@ describe("gates and the error mapping", () => {
     expect([invalid.status, invalid.json.error?.code]).toEqual([400, "invalid_request"]);
   });
 
+  it("answers a bad event or consumer name with the journal's own error (code and rule), as a local call would", async () => {
+    const { call, journal } = setup();
+    const noSubject = await call("POST", "/v1/journals/usage/append", { body: { event: event(1, "acme", "") } });
+    expect([noSubject.status, noSubject.json.error?.code, (noSubject.json.error as unknown as { fields: { rule: string } }).fields.rule]).toEqual([400, "invalid_event", "subject"]);
+    const badId = await call("POST", "/v1/journals/usage/append", { body: { event: { ...event(1), record: { ...event(1).record, requestId: "not-a-uuid" } } } });
+    expect([badId.status, badId.json.error?.code]).toEqual([400, "invalid_event"]);
+    const upper = await call("POST", "/v1/journals/usage/claim", { body: { consumer: "Billing", maxEvents: 1, leaseMs: 1000 } });
+    expect([upper.status, upper.json.error?.code, (upper.json.error as unknown as { fields: { rule: string } }).fields.rule]).toEqual([400, "invalid_consumer_id", "character"]);
+    const inPath = await call("GET", "/v1/journals/usage/consumers/Bad%20Name/stats");
+    expect([inPath.status, inPath.json.error?.code]).toEqual([400, "invalid_consumer_id"]);
+    const inAck = await call("POST", "/v1/journals/usage/ack", { body: { deliveries: [{ consumer: "", event: rid(1), attempt: 1 }] } });
+    expect([inAck.status, inAck.json.error?.code]).toEqual([400, "invalid_consumer_id"]);
+    // A field the journal does not check itself stays a schema error.
+    const badLimit = await call("POST", "/v1/journals/usage/claim", { body: { consumer: "billing", maxEvents: 0, leaseMs: 1000 } });
+    expect([badLimit.status, badLimit.json.error?.code]).toEqual([400, "invalid_request"]);
+    expect((await journal.stats(billing)).pending).toBe(0);
+  });
+
   it("the client rebuilds typed errors from answers", async () => {
     const { client } = setup({}, { ...CAPACITY, maxEvents: 1 });
     await client.append(createUsageEvent(event(1)));
