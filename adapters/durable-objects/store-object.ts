@@ -51,6 +51,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Engine } from "../../src/engine.js";
 import { readAll, MAX_BLOB_BYTES, type Blobs } from "../../src/storage/blobs.js";
+import { copyBytes } from "../../src/storage/copy.js";
 import { BlobConflictError, BlobNotFoundError, InvalidArgumentError, StorageBackendError, type StorageError } from "../../src/storage/errors.js";
 import type { LeaseFence } from "../../src/storage/fence.js";
 import type { KvEntry } from "../../src/storage/kv.js";
@@ -393,7 +394,7 @@ class R2Blobs implements Blobs {
 
   async put(key: string, content: ByteStream | Uint8Array): Promise<void> {
     validateName(key);
-    const bytes = isBytes(content) ? content.slice() : await readAll(content, MAX_BLOB_BYTES);
+    const bytes = isBytes(content) ? copyBytes(content) : await readAll(content, MAX_BLOB_BYTES);
     if (bytes.length > MAX_BLOB_BYTES) throw new InvalidArgumentError("content", `exceeds ${MAX_BLOB_BYTES} bytes`);
     const digest = toHex(await sha256(bytes));
     await this.serial(key, async () => {

@@ -22,6 +22,7 @@
  * incremental digest, and the write must be one transaction anyway.
  */
 import type { Engine } from "../engine.js";
+import { copyBytes } from "./copy.js";
 import { BlobConflictError, BlobNotFoundError, InvalidArgumentError } from "./errors.js";
 import { BLOB_CHUNK_BYTES, storeLayout, type BlobMetaRow, type StoreLayout } from "./layout.js";
 import { validateName, validatePrefix } from "./names.js";
@@ -104,7 +105,7 @@ export async function readAll(stream: ByteStream, max: number = Number.MAX_SAFE_
       if (!isBytes(step.value)) throw new InvalidArgumentError("content", "a stream chunk is not a Uint8Array");
       size += step.value.length;
       if (size > max) throw new InvalidArgumentError("content", `exceeds ${max} bytes`);
-      parts.push(step.value.slice());
+      parts.push(copyBytes(step.value));
     }
   } catch (error) {
     await reader.cancel(error).catch(() => undefined); // the stream's own error is already the one we report
@@ -130,7 +131,7 @@ class EngineBlobs implements Blobs {
   async put(key: string, content: ByteStream | Uint8Array, options?: CallOptions): Promise<void> {
     validateName(key);
     throwIfAborted(options);
-    const bytes = isBytes(content) ? content.slice() : await readAll(content, MAX_BLOB_BYTES);
+    const bytes = isBytes(content) ? copyBytes(content) : await readAll(content, MAX_BLOB_BYTES);
     if (bytes.length > MAX_BLOB_BYTES) throw new InvalidArgumentError("content", `exceeds ${MAX_BLOB_BYTES} bytes`);
     const digest = toHex(await sha256(bytes));
     const chunks: Uint8Array[] = [];
@@ -163,7 +164,7 @@ class EngineBlobs implements Blobs {
           });
           if (chunk === undefined) throw new BlobNotFoundError(key);
           index++;
-          controller.enqueue(chunk.slice());
+          controller.enqueue(copyBytes(chunk));
           if (index >= meta.chunks) controller.close();
         } catch (error) {
           controller.error(error);

@@ -1,12 +1,19 @@
 /**
  * Composite: the storage primitives assembled where dependencies are wired
- * (`storage-primitives.go.txt`, `Composite`, `NewComposite`).
+ * (`storage-primitives.go.txt`, `Composite`, `NewComposite`,
+ * `NewCompositeWithOrderedIndex`).
  *
  * `createComposite` refuses a missing primitive with
  * {@link IncompleteCompositeError}, naming every missing one in the spec's
  * field order (Ledger, Leaser, KV, Blobs, OrderedIndex). The OrderedIndex is
  * the one part that may be left out; {@link Composite.requireOrderedIndex} is
  * how code that needs it says so.
+ *
+ * One function serves both of the spec's constructors: parts without an
+ * `orderedIndex` property are `NewComposite` (no ordered index); parts with
+ * one are `NewCompositeWithOrderedIndex`, which requires it, so an
+ * `orderedIndex` that is `undefined` or `null` is reported missing like any
+ * other part rather than silently building a composite without it.
  */
 import { IncompleteCompositeError, type CompositePart } from "./errors.js";
 import type { Blobs } from "./blobs.js";
@@ -21,8 +28,12 @@ export interface CompositeParts {
   readonly leaser: Leaser;
   readonly kv: KV;
   readonly blobs: Blobs;
-  /** Optional; pass `undefined` (or leave it out) for a composite without one. */
-  readonly orderedIndex?: OrderedIndex | undefined;
+  /**
+   * Leave it out for a composite without one (`NewComposite`). When the
+   * property is present it must hold an index (`NewCompositeWithOrderedIndex`):
+   * `undefined` or `null` is refused as missing.
+   */
+  readonly orderedIndex?: OrderedIndex;
 }
 
 /** The storage primitives, wired. */
@@ -61,12 +72,14 @@ function missingValue(value: unknown): boolean {
  * const composite = createComposite({ ledger, leaser, kv, blobs });   // no ordered index
  * composite.requireOrderedIndex();                                     // throws IncompleteCompositeError ["OrderedIndex"]
  * createComposite({ ledger, leaser } as CompositeParts);               // throws IncompleteCompositeError ["KV", "Blobs"]
+ * createComposite({ ledger, leaser, kv, blobs, orderedIndex: maybe! }); // throws ["OrderedIndex"] when maybe is undefined
  * ```
  */
 export function createComposite(parts: CompositeParts): Composite {
   const given = (parts ?? {}) as Partial<Record<keyof CompositeParts, unknown>>;
   const missing = REQUIRED.filter(([field]) => missingValue(given[field])).map(([, part]) => part);
-  if ("orderedIndex" in given && given.orderedIndex === null) missing.push("OrderedIndex");
+  // An own `orderedIndex` property asks for the composite WITH an ordered index: undefined is as missing as null.
+  if (Object.prototype.hasOwnProperty.call(given, "orderedIndex") && missingValue(given.orderedIndex)) missing.push("OrderedIndex");
   if (missing.length > 0) throw new IncompleteCompositeError(missing);
   const orderedIndex = parts.orderedIndex ?? undefined;
   return {

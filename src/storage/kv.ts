@@ -16,6 +16,7 @@
  *   URL segments and object keys.
  */
 import type { Engine } from "../engine.js";
+import { copyBytes } from "./copy.js";
 import { InvalidArgumentError, KeyNotFoundError, RevisionConflictError } from "./errors.js";
 import { assertFence, checkFence } from "./fence.js";
 import { storeLayout, type KvRow, type StoreLayout } from "./layout.js";
@@ -87,7 +88,7 @@ class EngineKV implements KV {
     validateName(key);
     const row = await transact(this.engine, "readonly", "kv.get", options, (tx) => tx.get<KvRow>(this.layout.kv(key)));
     if (row === undefined) throw new KeyNotFoundError(key);
-    return { value: row.value.slice(), rev: row.rev };
+    return { value: copyBytes(row.value), rev: row.rev };
   }
 
   async put(key: string, expectedRev: number, value: Uint8Array, options?: KvWriteOptions): Promise<number> {
@@ -95,7 +96,7 @@ class EngineKV implements KV {
     checkCount("expectedRev", expectedRev, 0);
     if (!isBytes(value)) throw new InvalidArgumentError("value", "must be a Uint8Array");
     if (value.length > MAX_KV_VALUE_BYTES) throw new InvalidArgumentError("value", `is ${value.length} bytes; a KV value holds at most ${MAX_KV_VALUE_BYTES}`);
-    const copy = value.slice();
+    const copy = copyBytes(value);
     const fence = checkFence(options?.fence);
     throwIfAborted(options);
     const now = this.clock();

@@ -21,6 +21,7 @@
  * second copy of it to disagree with.
  */
 import type { Engine, EngineTransaction } from "../engine.js";
+import { copyBytes } from "./copy.js";
 import { AmbiguousError, AppendVerifyError, ConflictError, InvalidArgumentError, RecordNotFoundError } from "./errors.js";
 import { assertFence, checkFence, type LeaseFence } from "./fence.js";
 import { storeLayout, type StoreLayout } from "./layout.js";
@@ -123,7 +124,7 @@ class EngineLedger implements Ledger {
   async append(name: string, expected: number, payload: Uint8Array, options?: LedgerWriteOptions): Promise<void> {
     validateName(name);
     checkCount("expected", expected, 0);
-    const copy = checkPayload(payload).slice();
+    const copy = copyBytes(checkPayload(payload));
     const fence = checkFence(options?.fence);
     throwIfAborted(options);
     const now = this.clock();
@@ -143,7 +144,7 @@ class EngineLedger implements Ledger {
       const entries = await transact(this.engine, "readonly", "ledger.read", pageOptions, (tx) =>
         tx.scan<Uint8Array>({ lower: this.layout.ledgerRecord(name, first), upper: this.layout.ledgerRecord(name, last) }),
       );
-      return entries.map((entry) => ({ seq: entry.key[entry.key.length - 1] as number, payload: entry.value.slice() }));
+      return entries.map((entry) => ({ seq: entry.key[entry.key.length - 1] as number, payload: copyBytes(entry.value) }));
     });
   }
 
@@ -255,6 +256,15 @@ export async function readRecord(ledger: Ledger, name: string, seq: number, opti
  * - it is absent after an ambiguous append, or it cannot be read →
  *   {@link AppendVerifyError} (fail closed: the outcome is unknown; `cause`
  *   is the read failure, or a {@link RecordNotFoundError}).
+ *
+ * Identical bytes are taken for this append's own record whoever wrote
+ * them, also after a definite conflict (a transport that retried an append
+ * whose first try landed sees that conflict). So when another writer may
+ * append the very same bytes at the same position, and it matters which
+ * call's record it is (two writers deciding the same thing at once), make
+ * every payload unique to its writer and call, e.g. with a random nonce in
+ * it: otherwise both calls resolve, for one record. The ledger-backed event
+ * queue does so.
  *
  * @example
  * ```ts

@@ -10,6 +10,7 @@ import type { Due, OrderedId, OrderedIndex, OrderedRecord, Rank } from "../stora
 import { MAX_ORDERED_LIMIT, MAX_ORDERED_VALUE_BYTES, MAX_STABLE_KEY_BYTES } from "../storage/ordered/validate.js";
 import { describeOrderedError, plain, plainEqual, renderPlain, settle } from "./ordered-compare.js";
 import type { OrderedConformanceCase, OrderedConformanceOptions, OrderedSubject } from "./ordered-conformance.js";
+import { SharedSliceBytes } from "./storage-examples.js";
 
 // --------------------------------------------------------------- assertions
 
@@ -306,6 +307,27 @@ export function orderedExampleCases(options: OrderedConformanceOptions): Ordered
       const updated = await index.update(id("job-1"), 1, view, UNRANKED, NOT_DUE);
       view.fill(0);
       expectEqual([updated.value, (await index.get(id("job-1"))).value], [bytes(5, 6), bytes(5, 6)], "a subarray value is copied by its own bytes");
+    }),
+
+    example(options, "values are copied in and out also from a Uint8Array whose slice() shares memory (like Node's Buffer)", async ({ index }) => {
+      const input = SharedSliceBytes.from([1, 2, 3]);
+      const { record } = await index.create(id("job-1"), "priority", input, UNRANKED, NOT_DUE);
+      input.fill(0);
+      expectEqual(record.value, bytes(1, 2, 3), "create returns the value as written");
+      record.value.fill(7);
+      const read = await index.get(id("job-1"));
+      expectEqual(read.value, bytes(1, 2, 3), "create: after mutating the input and the returned record");
+      read.value.fill(9);
+      expectEqual((await index.get(id("job-1"))).value, bytes(1, 2, 3), "get: after mutating the record read");
+      const next = SharedSliceBytes.from([4, 5]);
+      const updated = await index.update(id("job-1"), 1, next, UNRANKED, NOT_DUE);
+      next.fill(0);
+      expectEqual(updated.value, bytes(4, 5), "update returns the value as written");
+      updated.value.fill(7);
+      expectEqual((await index.get(id("job-1"))).value, bytes(4, 5), "update: after mutating the input and the returned record");
+      const listed = (await index.listOrdered("jobs", "inbox", 0, 10)).records;
+      for (const each of listed) each.value.fill(6);
+      expectEqual((await index.get(id("job-1"))).value, bytes(4, 5), "list: after mutating the listed records");
     }),
 
     example(options, "a value of exactly MAX_ORDERED_VALUE_BYTES is accepted and one more byte is OrderedValueTooLargeError; empty values are fine", async ({ index, add }) => {

@@ -17,6 +17,7 @@
  * Every call is atomic: it validates and decides before it changes anything.
  * Speed is not a goal: every call scans every record.
  */
+import { copyBytes } from "../storage/copy.js";
 import { throwIfAborted, type CallOptions } from "../storage/options.js";
 import { validateName } from "../storage/names.js";
 import {
@@ -111,7 +112,7 @@ function snapshot(row: Row): OrderedRecord {
     order: row.order,
     due: { ...row.due },
     rank: { ...row.rank },
-    value: row.value.slice(),
+    value: copyBytes(row.value),
     deleted: row.deleted,
   };
 }
@@ -169,7 +170,7 @@ export class OrderedOracle implements OrderedIndex {
     const scopeKey = `${checked.namespace}\u0000${checked.orderingScope}`;
     const order = (this.lastOrder.get(scopeKey) ?? 0) + 1;
     this.lastOrder.set(scopeKey, order);
-    const row: Row = { id: checked, rankingScope: scope, revision: 1, order, rank: canonicalRank, due: canonicalDue, value: bytes.slice(), deleted: false };
+    const row: Row = { id: checked, rankingScope: scope, revision: 1, order, rank: canonicalRank, due: canonicalDue, value: copyBytes(bytes), deleted: false };
     this.rows.push(row);
     return { record: snapshot(row), created: true };
   }
@@ -192,7 +193,7 @@ export class OrderedOracle implements OrderedIndex {
     if (row.revision !== expected) throw new OrderedRevisionConflictError(checked, expected, row.revision);
     if (row.revision >= this.maxRevision) throw new OrderedRevisionExhaustedError(checked, row.revision);
     row.revision += 1;
-    row.value = bytes.slice();
+    row.value = copyBytes(bytes);
     row.rank = canonicalRank;
     row.due = canonicalDue;
     return snapshot(row);

@@ -10,7 +10,7 @@ import { createComposite } from "../storage/composite.js";
 import { AmbiguousError, ConflictError } from "../storage/errors.js";
 import { validateName } from "../storage/names.js";
 import { createStore, type Store } from "../storage/store.js";
-import type { ByteStream } from "../storage/web.js";
+import { newByteStream, type ByteStream } from "../storage/web.js";
 import type { ConformanceCase } from "./journal-conformance.js";
 import { describeStorageError, renderStorage, settleStorage } from "./storage-compare.js";
 import type { StorageConformanceOptions } from "./storage-conformance.js";
@@ -19,6 +19,17 @@ import { virtualClock, type VirtualClock } from "./virtual-clock.js";
 import type { VirtualScheduler } from "./storage-scheduler.js";
 
 const bytes = (...values: number[]) => new Uint8Array(values);
+
+/**
+ * A `Uint8Array` whose `slice()` returns a view of the same memory, as Node's
+ * `Buffer` does (the storage types accept any `Uint8Array`). Defined here, not
+ * imported from Node, so the examples run in browsers and workerd too.
+ */
+export class SharedSliceBytes extends Uint8Array {
+  override slice(start?: number, end?: number): Uint8Array<ArrayBuffer> {
+    return this.subarray(start, end);
+  }
+}
 
 function fail(what: string, expected: unknown, actual: unknown): never {
   throw new Error(`${what}\n  expected: ${renderStorage(expected)}\n  actual:   ${renderStorage(actual)}`);
@@ -323,6 +334,50 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
       expectEqual(await contentAddress(new Uint8Array()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "empty");
       expectEqual(await contentAddress(bytes(0x61, 0x62, 0x63)), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", "abc");
     }),
+    // ---------------------------------------------------------- copies
+    ex("copies: ledger payloads, KV values and blob content are copied in and out, also from a Uint8Array whose slice() shares memory (like Node's Buffer)", async ({ store }) => {
+      const payload = SharedSliceBytes.from([1, 2, 3]);
+      await store.ledger.append("log", 0, payload);
+      payload.fill(9);
+      const [record] = await drain(await store.ledger.read("log", 1));
+      expectEqual(record?.payload, bytes(1, 2, 3), "ledger: a caller's later change to its array does not reach the record");
+      record!.payload.fill(8);
+      expectEqual((await readRecord(store.ledger, "log", 1)).payload, bytes(1, 2, 3), "ledger: a reader's change to its copy does not reach the record");
+
+      const value = SharedSliceBytes.from([4, 5]);
+      const rev = await store.kv.put("k", 0, value);
+      value.fill(9);
+      const entry = await store.kv.get("k");
+      expectEqual(entry, { value: bytes(4, 5), rev }, "kv: a caller's later change to its array does not reach the value");
+      entry.value.fill(8);
+      expectEqual(await store.kv.get("k"), { value: bytes(4, 5), rev }, "kv: a reader's change to its copy does not reach the value");
+
+      const original = new Uint8Array(BLOB_CHUNK_BYTES + 5).map((_, i) => i % 251);
+      const content = SharedSliceBytes.from(original);
+      await store.blobs.put("snap/1", content);
+      content.fill(9);
+      const got: ByteStream = await store.blobs.get("snap/1");
+      const reader = got.getReader();
+      const read: Uint8Array[] = [];
+      for (let step = await reader.read(); !step.done; step = await reader.read()) read.push(step.value);
+      expectEqual(read.map((chunk) => chunk.length), [BLOB_CHUNK_BYTES, 5], "blobs: chunk sizes");
+      for (const chunk of read) chunk.fill(8);
+      expectEqual(await readAll(await store.blobs.get("snap/1")), original, "blobs: the content is unchanged by the caller's and the reader's changes");
+      await store.blobs.put("snap/1", original); // the same bytes again: a no-op, not a conflict
+
+      // A stream whose producer reuses one array for every chunk: each chunk is copied when it is read.
+      const reused = new SharedSliceBytes(3);
+      let pulls = 0;
+      const stream = newByteStream({
+        pull: async (controller) => {
+          if (pulls === 2) return controller.close();
+          reused.fill(++pulls);
+          controller.enqueue(reused);
+        },
+      });
+      await store.blobs.put("snap/2", stream);
+      expectEqual(await readAll(await store.blobs.get("snap/2")), bytes(1, 1, 1, 2, 2, 2), "blobs: a streamed chunk is copied when it is read");
+    }),
     // ---------------------------------------------------------- options
     ex("options: an aborted call rejects with the signal's reason and changes nothing", async ({ store }) => {
       const reason = new Error("stop");
@@ -350,6 +405,32 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
       expectEqual(bare.orderedIndex, undefined, "no ordered index");
       await expectRejects(() => bare.requireOrderedIndex(), { error: "IncompleteCompositeError", missing: ["OrderedIndex"] }, "requireOrderedIndex");
       if (store.requireOrderedIndex() === undefined) fail("createStore wires an ordered index", "an OrderedIndex", undefined);
+    }),
+    ex("composite: an orderedIndex property that is undefined or null is missing (the constructor WITH an ordered index requires it); missing parts keep field order", async ({ store }) => {
+      type Parts = Parameters<typeof createComposite>[0];
+      const { ledger, leaser, kv, blobs } = store;
+      const index = store.requireOrderedIndex();
+      for (const absent of [undefined, null]) {
+        await expectRejects(
+          () => createComposite({ ledger, leaser, kv, blobs, orderedIndex: absent } as unknown as Parts),
+          { error: "IncompleteCompositeError", code: "incomplete_composite", missing: ["OrderedIndex"] },
+          `orderedIndex: ${String(absent)}`,
+        );
+        await expectRejects(
+          () => createComposite({ orderedIndex: absent, blobs: undefined, kv, leaser: null, ledger } as unknown as Parts),
+          { error: "IncompleteCompositeError", missing: ["Leaser", "Blobs", "OrderedIndex"] },
+          `several parts missing, orderedIndex: ${String(absent)}`,
+        );
+        await expectRejects(
+          () => createComposite({ ledger: absent, leaser: absent, kv: absent, blobs: absent, orderedIndex: absent } as unknown as Parts),
+          { error: "IncompleteCompositeError", missing: ["Ledger", "Leaser", "KV", "Blobs", "OrderedIndex"] },
+          `every part ${String(absent)}`,
+        );
+      }
+      await expectRejects(() => createComposite({ kv: undefined, ledger, leaser, blobs } as unknown as Parts), { error: "IncompleteCompositeError", missing: ["KV"] }, "no orderedIndex property: not asked for");
+      expectEqual(createComposite({ ledger, leaser, kv, blobs }).orderedIndex, undefined, "no orderedIndex property: a composite without one");
+      const full = createComposite({ ledger, leaser, kv, blobs, orderedIndex: index });
+      if (full.requireOrderedIndex() !== index) fail("requireOrderedIndex answers the index given", "the index", full.orderedIndex);
     }),
   ];
 }

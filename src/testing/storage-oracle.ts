@@ -12,6 +12,7 @@
  * - {@link LeaseOracle}: the lease facts in storage (epoch, expiresAt) with
  *   the caller passing `now`; it does not run renewal timers.
  */
+import { copyBytes } from "../storage/copy.js";
 import { ConflictError, BlobConflictError, BlobNotFoundError, InvalidArgumentError, KeyNotFoundError, LeaseHeldError, LeaseLostError, RevisionConflictError } from "../storage/errors.js";
 import type { KvEntry } from "../storage/kv.js";
 import type { LedgerRecord } from "../storage/ledger.js";
@@ -34,7 +35,7 @@ export class LedgerOracle {
     checkCount("expected", expected, 0);
     const records = this.ledgers.get(name) ?? [];
     if (records.length !== expected) throw new ConflictError(name, expected);
-    records.push(payload.slice());
+    records.push(copyBytes(payload));
     this.ledgers.set(name, records);
   }
 
@@ -44,7 +45,7 @@ export class LedgerOracle {
     checkCount("from", from, 0);
     const records = this.ledgers.get(name) ?? [];
     const out: LedgerRecord[] = [];
-    for (let seq = Math.max(from, 1); seq <= records.length; seq++) out.push({ seq, payload: records[seq - 1]!.slice() });
+    for (let seq = Math.max(from, 1); seq <= records.length; seq++) out.push({ seq, payload: copyBytes(records[seq - 1]!) });
     return out;
   }
 
@@ -80,7 +81,7 @@ export class KvOracle {
     validateName(key);
     const entry = this.entries.get(key);
     if (entry === undefined) throw new KeyNotFoundError(key);
-    return { value: entry.value.slice(), rev: entry.rev };
+    return { value: copyBytes(entry.value), rev: entry.rev };
   }
 
   put(key: string, expectedRev: number, value: Uint8Array): number {
@@ -89,7 +90,7 @@ export class KvOracle {
     const actual = this.entries.get(key)?.rev ?? 0;
     if (actual !== expectedRev) throw new RevisionConflictError(key, expectedRev, actual);
     this.counter += 1;
-    this.entries.set(key, { value: value.slice(), rev: this.counter });
+    this.entries.set(key, { value: copyBytes(value), rev: this.counter });
     return this.counter;
   }
 
@@ -111,7 +112,7 @@ export class BlobsOracle {
   put(key: string, content: Uint8Array): void {
     validateName(key);
     const existing = this.blobs.get(key);
-    if (existing === undefined) this.blobs.set(key, content.slice());
+    if (existing === undefined) this.blobs.set(key, copyBytes(content));
     else if (!sameBytes(existing, content)) throw new BlobConflictError(key);
   }
 
@@ -119,7 +120,7 @@ export class BlobsOracle {
     validateName(key);
     const content = this.blobs.get(key);
     if (content === undefined) throw new BlobNotFoundError(key);
-    return content.slice();
+    return copyBytes(content);
   }
 
   delete(key: string): void {

@@ -19,13 +19,14 @@ import { createRoute, type OpenAPIHono, type z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { MAX_BLOB_BYTES } from "../storage/blobs.js";
 import { validateName } from "../storage/names.js";
-import type { Due, OrderedRecord, Rank } from "../storage/ordered/types.js";
+import type { Due, OrderedId, OrderedRecord, Rank } from "../storage/ordered/types.js";
+import { validateOrderedId } from "../storage/ordered/validate.js";
 import type { ByteStream } from "../storage/web.js";
 import type { AppEnv } from "./app.js";
 import { mayUseStore } from "./auth.js";
 import { ApiError } from "./errors.js";
 import * as s from "./store-schemas.js";
-import { decodeBase64, encodeBase64, resolveStore, type RemoteStore, type StoreTable } from "./stores.js";
+import { decodeBase64, encodeBase64, isBase64, resolveStore, type RemoteStore, type StoreTable } from "./stores.js";
 
 /**
  * A request body as the core's blob input: the platform's `ReadableStream` is
@@ -61,6 +62,19 @@ export interface StoreRouteContext {
   /** The error answers of every route (OpenAPI). */
   readonly errors: Readonly<Record<number, { readonly description: string; readonly content: Readonly<Record<string, { readonly schema: z.ZodType }>> }>>;
   readonly security: { bearer: never[] }[];
+}
+
+/**
+ * The bytes of an ordered write's base64 `value`, decoded only after `id` is
+ * checked (the index checks the id before anything else; the decoded bytes,
+ * of any length, then go to the index, which checks them in its own order).
+ *
+ * @throws {ApiError} `invalid_request` (argument `value`) when `value` is not standard base64.
+ */
+function orderedValueBytes(id: OrderedId, value: unknown): Uint8Array {
+  validateOrderedId(id);
+  if (typeof value !== "string" || !isBase64(value)) throw new ApiError("invalid_request", "value: must be standard base64 with padding", "value");
+  return decodeBase64(value, "value");
 }
 
 function recordJson(record: OrderedRecord) {
@@ -357,7 +371,8 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
       const { store } = c.req.valid("param");
       const { id, rankingScope, value, rank, due } = c.req.valid("json");
       const index = storeOf(c, store).requireOrderedIndex();
-      const result = await index.create(id, rankingScope, decodeBase64(value, "value"), rank as Rank, due as Due);
+      // rankingScope, rank and due go on as sent: the index checks them, and only for a new identity.
+      const result = await index.create(id, rankingScope as string, orderedValueBytes(id, value), rank as Rank, due as Due);
       return c.json({ record: recordJson(result.record), created: result.created } as never, 200);
     },
   );
@@ -375,7 +390,8 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
       const { store } = c.req.valid("param");
       const { id, expectedRevision, value, rank, due } = c.req.valid("json");
       const index = storeOf(c, store).requireOrderedIndex();
-      const record = await index.update(id, expectedRevision as number, decodeBase64(value, "value"), rank as Rank, due as Due);
+      // expectedRevision, rank and due go on as sent: the index checks them, and only for a live record.
+      const record = await index.update(id, expectedRevision as number, orderedValueBytes(id, value), rank as Rank, due as Due);
       return c.json({ record: recordJson(record) } as never, 200);
     },
   );

@@ -7,12 +7,14 @@
  * the store itself, so a refusal carries the store's typed error
  * (`invalid_name`, `invalid_rank`, ...), exactly as a local call would; and
  * `create` of an existing identity stays free of candidate validation, as the
- * spec has it.
+ * spec has it: the candidate fields of ordered writes are taken as any JSON
+ * value here and checked by the ordered index alone, in its own order.
  */
 import { z } from "@hono/zod-openapi";
 import { MAX_KV_VALUE_BYTES } from "../storage/kv.js";
 import { MAX_LEDGER_PAYLOAD_BYTES } from "../storage/ledger.js";
 import { MAX_NAME_BYTES } from "../storage/names.js";
+import { MAX_ORDERED_CURSOR_CHARS } from "../storage/ordered/cursor.js";
 import { MAX_STABLE_KEY_BYTES, MAX_ORDERED_VALUE_BYTES } from "../storage/ordered/validate.js";
 import { base64Length, isBase64 } from "./stores.js";
 
@@ -39,13 +41,59 @@ const name = (description: string) => z.string().max(4 * MAX_NAME_BYTES).openapi
  * looked at, does not look at it).
  */
 const number = (description: string) => z.number().nullable().openapi({ description });
-/** A number in a query string, read with `Number(text)` (so `NaN` and `Infinity` reach the store, which refuses them with its typed error). */
+
+const INTEGER_TEXT = /^-?\d+$/;
+const FRACTION_TEXT = /^-?\d+\.\d+$/;
+const NON_FINITE_TEXT: ReadonlySet<string> = new Set(["NaN", "Infinity", "-Infinity"]);
+
+/**
+ * The number query `text` spells, or `undefined` when it spells none exactly.
+ *
+ * Read: a decimal integer (`-?\d+`) within the safe integers; and, so that the
+ * store refuses them with its typed error as it would a local call's, the
+ * other numbers JavaScript's `String(number)` writes in plain decimals: a
+ * decimal fraction (`1.5`; not one that rounds to an integer, like
+ * `9007199254740991.4`) and `NaN`, `Infinity`, `-Infinity`. Not read, though
+ * `Number(text)` would take them as some other number than the caller wrote:
+ * empty text (0), `0x10` (16), `1e3` (1000), `0b1`, `+7`, ` 7`, `1.`, and an
+ * integer beyond 2^53 - 1 (rounded).
+ */
+export function readQueryNumber(text: string): number | undefined {
+  if (INTEGER_TEXT.test(text)) {
+    const value = Number(text);
+    return Number.isSafeInteger(value) ? value : undefined;
+  }
+  if (NON_FINITE_TEXT.has(text)) return Number(text);
+  if (FRACTION_TEXT.test(text)) {
+    const value = Number(text);
+    return Number.isInteger(value) ? undefined : value;
+  }
+  return undefined;
+}
+
+/** A number in a query string, read with {@link readQueryNumber}; other text is 400 `invalid_request`. */
 const queryNumber = (description: string) =>
   z
     .string()
     .max(64)
-    .transform((value) => Number(value))
-    .openapi({ description, type: "number" });
+    .transform((text, ctx) => {
+      const value = readQueryNumber(text);
+      if (value !== undefined) return value;
+      ctx.addIssue({ code: "custom", message: "must be a decimal integer (digits, optionally after a '-')" });
+      return z.NEVER;
+    })
+    .openapi({ description, type: "integer" });
+
+/**
+ * A candidate field of an ordered write: any JSON value (but present), handed
+ * to the ordered index as it is. The index checks it in the spec's order
+ * (`create` of an existing identity looks at no candidate field, `update` of
+ * a tombstone at none, a new identity's value is `ordered_value_too_large`
+ * with its size), so a refusal is the index's typed error, never a 400
+ * `invalid_request` for a field the spec says is not looked at. `documented`
+ * is its OpenAPI description (the shape the index accepts).
+ */
+const candidate = (documented: Record<string, unknown>) => z.custom<unknown>((value) => value !== undefined, "required").openapi(documented as never);
 
 const segment = (what: string, example: string) =>
   z
@@ -71,7 +119,10 @@ export const LedgerAppendAnswerSchema = z.object({ seq: z.number().int().openapi
 
 export const LedgerRecordsQuerySchema = z.strictObject({
   from: queryNumber("first sequence to read (0 or 1: from the start)").optional(),
-  limit: z.coerce.number().int().min(1).max(MAX_LEDGER_PAGE_RECORDS).optional().openapi({ description: `records per page (default 100, at most ${MAX_LEDGER_PAGE_RECORDS})` }),
+  limit: queryNumber(`records per page (default 100, at most ${MAX_LEDGER_PAGE_RECORDS})`)
+    .refine((limit) => Number.isInteger(limit) && limit >= 1 && limit <= MAX_LEDGER_PAGE_RECORDS, `must be an integer from 1 through ${MAX_LEDGER_PAGE_RECORDS}`)
+    .optional()
+    .openapi({ type: "integer", minimum: 1, maximum: MAX_LEDGER_PAGE_RECORDS }),
 });
 export const LedgerRecordSchema = z.object({ seq: z.number().int(), payload: z.string().openapi({ format: "byte", description: "base64" }) }).openapi("LedgerRecord");
 export const LedgerRecordsAnswerSchema = z
@@ -117,7 +168,24 @@ export const DueSchema = z
   })
   .openapi("Due");
 
-const orderedValue = base64(MAX_ORDERED_VALUE_BYTES, "the record's value");
+/** The candidate fields of `create` and `update`, as documented (the index checks them). */
+const candidateScope = candidate({ type: "string", description: "the ranking scope (storage name grammar); checked by the index" });
+const candidateValue = candidate({
+  type: "string",
+  format: "byte",
+  description: `the record's value: standard base64 with padding (else 400 \`invalid_request\`, after the id is checked), at most ${MAX_ORDERED_VALUE_BYTES} bytes (checked by the index: \`ordered_value_too_large\`)`,
+});
+const candidateRank = candidate({
+  type: "object",
+  description: "a Rank `{ ranked, value }`: value a safe integer, 0 when not ranked; checked by the index (`invalid_rank`)",
+  properties: { ranked: { type: "boolean" }, value: { type: "integer" } },
+});
+const candidateDue = candidate({
+  type: "object",
+  description: 'a Due `{ state, unixMillis }`: state "not_due" (unixMillis 0) or "due_at" (UTC Unix ms, a safe integer); checked by the index (`invalid_due`)',
+  properties: { state: { type: "string" }, unixMillis: { type: "integer" } },
+});
+const candidateRevision = candidate({ type: "integer", description: "the record's current revision; checked by the index, and not looked at for a tombstone" });
 
 export const OrderedRecordSchema = z
   .object({
@@ -134,18 +202,22 @@ export const OrderedRecordSchema = z
 
 export const OrderedGetBodySchema = z.strictObject({ id: OrderedIdSchema });
 export const OrderedCreateBodySchema = z
-  .strictObject({ id: OrderedIdSchema, rankingScope: name("storage name grammar"), value: orderedValue, rank: RankSchema, due: DueSchema })
+  .strictObject({ id: OrderedIdSchema, rankingScope: candidateScope, value: candidateValue, rank: candidateRank, due: candidateDue })
   .openapi("OrderedCreate");
 export const OrderedUpdateBodySchema = z
-  .strictObject({ id: OrderedIdSchema, expectedRevision: number("the record's current revision"), value: orderedValue, rank: RankSchema, due: DueSchema })
+  .strictObject({ id: OrderedIdSchema, expectedRevision: candidateRevision, value: candidateValue, rank: candidateRank, due: candidateDue })
   .openapi("OrderedUpdate");
-export const OrderedDeleteBodySchema = z.strictObject({ id: OrderedIdSchema, expectedRevision: number("the record's current revision") }).openapi("OrderedDelete");
+export const OrderedDeleteBodySchema = z.strictObject({ id: OrderedIdSchema, expectedRevision: candidateRevision }).openapi("OrderedDelete");
 
 export const OrderedRecordAnswerSchema = z.object({ record: OrderedRecordSchema });
 export const OrderedCreateAnswerSchema = z.object({ record: OrderedRecordSchema, created: z.boolean().openapi({ description: "false: the identity existed; `record` is what is stored" }) });
 
 const listLimit = queryNumber("page size, 1..1000 (default 100)").optional();
-const after = z.string().max(4096).optional().openapi({ description: "the previous page's `nextCursor` (default: from the start)" });
+const after = z
+  .string()
+  .max(MAX_ORDERED_CURSOR_CHARS)
+  .optional()
+  .openapi({ description: `the previous page's \`nextCursor\` (default: from the start); the index issues tokens of up to ${MAX_ORDERED_CURSOR_CHARS} characters` });
 
 export const ListOrderedQuerySchema = z.strictObject({
   namespace: name("storage name grammar"),

@@ -3,9 +3,10 @@
  * restart is a new store over the same engine (the primitives keep no state
  * outside it).
  */
-import { describe, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
-import { storageConformanceCases } from "../../src/testing/index.js";
+import { BlobsOracle, KvOracle, LedgerOracle, storageConformanceCases } from "../../src/testing/index.js";
+import { SharedSliceBytes } from "../../src/testing/storage-examples.js";
 
 describe("storage primitives over the memory engine", () => {
   const cases = storageConformanceCases({
@@ -16,4 +17,29 @@ describe("storage primitives over the memory engine", () => {
     },
   });
   for (const c of cases) it(c.name, c.run, c.timeoutMs);
+});
+
+describe("the storage reference models", () => {
+  it("copy bytes in and out, also from a Uint8Array whose slice() shares memory (like Node's Buffer)", () => {
+    const ledger = new LedgerOracle();
+    const payload = SharedSliceBytes.from([1, 2]);
+    ledger.append("log", 0, payload);
+    payload.fill(9);
+    ledger.read("log", 1)[0]!.payload.fill(8);
+    expect([...ledger.read("log", 1)[0]!.payload]).toEqual([1, 2]);
+
+    const kv = new KvOracle();
+    const value = SharedSliceBytes.from([3, 4]);
+    kv.put("k", 0, value);
+    value.fill(9);
+    kv.get("k").value.fill(8);
+    expect([...kv.get("k").value]).toEqual([3, 4]);
+
+    const blobs = new BlobsOracle();
+    const content = SharedSliceBytes.from([5, 6]);
+    blobs.put("b", content);
+    content.fill(9);
+    blobs.get("b").fill(8);
+    expect([...blobs.get("b")]).toEqual([5, 6]);
+  });
 });

@@ -27,6 +27,8 @@ import {
   type Rank,
   type Store,
 } from "../../src/index.js";
+import { MAX_ORDERED_CURSOR_CHARS } from "../../src/storage/ordered/cursor.js";
+import { MAX_ORDERED_VALUE_BYTES, MAX_STABLE_KEY_BYTES } from "../../src/storage/ordered/validate.js";
 import { checkTokens } from "../../src/worker/auth.js";
 import { createApp, decodeBase64, decodeStorageError, encodeBase64, encodeStorageError, type AppOptions, type StorageWireError } from "../../src/worker/index.js";
 import { orderedConformanceCases, type OrderedSubjectFactory, soakRequested } from "../../src/testing/index.js";
@@ -313,6 +315,141 @@ describe("store routes: ordered index", () => {
     expect([resurrect.status, resurrect.json.error?.code]).toEqual([409, "ordered_deleted"]);
     const badKey = await call("POST", `${o}/get`, { body: { id: { ...id, stableKey: "" } } });
     expect([badKey.status, badKey.json.error?.code, badKey.json.error?.fields]).toEqual([400, "invalid_stable_key", { rule: "empty", stableKeyLength: 0 }]);
+  });
+});
+
+describe("store routes: ordered listings and query numbers", () => {
+  it("pages through ranked and due listings whose cursor is longer than 4096 characters (the index issues up to MAX_ORDERED_CURSOR_CHARS)", async () => {
+    const { call, stores } = setup();
+    const index = stores("tenants/acme")!.requireOrderedIndex();
+    // The longest position a token names: 511-byte names and a 1024-byte stable key of characters JSON escapes.
+    const name = Array.from({ length: 256 }, () => "a").join("/").slice(0, 511);
+    const keys = ["\u0001".repeat(MAX_STABLE_KEY_BYTES), "\u0002".repeat(MAX_STABLE_KEY_BYTES), "\u0003".repeat(MAX_STABLE_KEY_BYTES)];
+    for (const stableKey of keys) {
+      const { created } = await index.create({ namespace: name, orderingScope: name, stableKey }, name, new Uint8Array(), { ranked: true, value: -1 }, { state: "due_at", unixMillis: 7 });
+      expect(created).toBe(true);
+    }
+    const o = `${acme}/ordered`;
+    for (const list of [`list-ranked?namespace=${name}&rankingScope=${name}`, `list-due?namespace=${name}&dueAtOrBefore=7`]) {
+      const seen: string[] = [];
+      let after = "";
+      for (let page = 0; page < 5; page++) {
+        const answer = await call("GET", `${o}/${list}&limit=1${after === "" ? "" : `&after=${encodeURIComponent(after)}`}`);
+        expect([answer.status, answer.json.error?.code]).toEqual([200, undefined]);
+        seen.push(...(answer.json["records"] as OrderedRecord[]).map((record) => record.id.stableKey));
+        after = answer.json["nextCursor"] as string;
+        if (after === "") break;
+        expect(after.length).toBeGreaterThan(4096);
+        expect(after.length).toBeLessThanOrEqual(MAX_ORDERED_CURSOR_CHARS);
+      }
+      expect(seen.sort()).toEqual(keys);
+    }
+    const tooLong = await call("GET", `${o}/list-due?namespace=jobs&dueAtOrBefore=0&after=${"A".repeat(MAX_ORDERED_CURSOR_CHARS + 1)}`);
+    expect([tooLong.status, tooLong.json.error?.code, tooLong.json.error?.fields?.["argument"]]).toEqual([400, "invalid_request", "after"]);
+  });
+
+  it("reads query numbers as plain decimals: empty, hex, exponent, signs and spaces are 400 invalid_request, not 0, 16 or 1000", async () => {
+    const { call, stores } = setup();
+    const index = stores("tenants/acme")!.requireOrderedIndex();
+    for (const [stableKey, unixMillis] of [["at-0", 0], ["at-16", 16], ["at-1000", 1000]] as const) {
+      await index.create({ namespace: "jobs", orderingScope: "inbox", stableKey }, "priority", new Uint8Array(), { ranked: false, value: 0 }, { state: "due_at", unixMillis });
+    }
+    await stores("tenants/acme")!.ledger.append("log", 0, new Uint8Array([1]));
+    const o = `${acme}/ordered`;
+    const refused = async (path: string, argument: string) => {
+      const answer = await call("GET", path);
+      expect([answer.status, answer.json.error?.code, answer.json.error?.fields?.["argument"]], path).toEqual([400, "invalid_request", argument]);
+    };
+    for (const text of ["", "0x10", "1e3", "1E3", "+16", " 16", "16 ", "0b1", "1.", ".5", "9007199254740993", "1_000"]) {
+      const q = encodeURIComponent(text);
+      await refused(`${o}/list-due?namespace=jobs&dueAtOrBefore=${q}`, "dueAtOrBefore");
+      await refused(`${o}/list-due?namespace=jobs&dueAtOrBefore=1000&limit=${q}`, "limit");
+      await refused(`${o}/list-ordered?namespace=jobs&orderingScope=inbox&afterOrder=${q}`, "afterOrder");
+      await refused(`${o}/list-ranked?namespace=jobs&rankingScope=priority&limit=${q}`, "limit");
+      await refused(`${acme}/ledgers/log/records?from=${q}`, "from");
+      await refused(`${acme}/ledgers/log/records?limit=${q}`, "limit");
+    }
+    // Plain decimals are read as written; what the store refuses is its typed error, as for a local call.
+    const due = await call("GET", `${o}/list-due?namespace=jobs&dueAtOrBefore=16`);
+    expect((due.json["records"] as OrderedRecord[]).map((record) => record.id.stableKey)).toEqual(["at-0", "at-16"]);
+    const ordered = await call("GET", `${o}/list-ordered?namespace=jobs&orderingScope=inbox&afterOrder=-0&limit=007`);
+    expect((ordered.json["records"] as OrderedRecord[]).map((record) => record.id.stableKey)).toEqual(["at-0", "at-16", "at-1000"]);
+    const fraction = await call("GET", `${o}/list-due?namespace=jobs&dueAtOrBefore=0&limit=1.5`);
+    expect([fraction.status, fraction.json.error?.code, fraction.json.error?.fields]).toEqual([400, "invalid_ordered_limit", { limit: 1.5, max: 1000 }]);
+    const negative = await call("GET", `${o}/list-ordered?namespace=jobs&orderingScope=inbox&afterOrder=-1`);
+    expect([negative.status, negative.json.error?.code, negative.json.error?.fields?.["argument"]]).toEqual([400, "invalid_argument", "afterOrder"]);
+    expect((await call("GET", `${acme}/ledgers/log/records?from=1&limit=10`)).json).toEqual({ records: [{ seq: 1, payload: "AQ==" }], next: null });
+  });
+});
+
+describe("store routes: the ordered index checks candidate fields in its own order", () => {
+  const id: OrderedId = { namespace: "jobs", orderingScope: "inbox", stableKey: "k" };
+  const UNRANKED: Rank = { ranked: false, value: 0 };
+  const NOT_DUE: Due = { state: "not_due", unixMillis: 0 };
+  const oversized = encodeBase64(new Uint8Array(MAX_ORDERED_VALUE_BYTES + 3));
+
+  it("create of an existing identity answers the stored record without looking at the candidate (oversized value, badly shaped rank, due, scope)", async () => {
+    const { call } = setup();
+    const o = `${acme}/ordered`;
+    const first = await call("POST", `${o}/create`, { body: { id, rankingScope: "hot", value: b64("one"), rank: UNRANKED, due: NOT_DUE } });
+    expect(first.json).toMatchObject({ created: true });
+    const stored = first.json["record"];
+    const candidates: Record<string, unknown>[] = [
+      { rankingScope: "hot", value: oversized, rank: UNRANKED, due: NOT_DUE },
+      { rankingScope: "hot", value: "", rank: { ranked: "yes", value: 0 }, due: NOT_DUE },
+      { rankingScope: "hot", value: "", rank: "high", due: { state: "soon" } },
+      { rankingScope: 42, value: "", rank: null, due: [] },
+    ];
+    for (const candidate of candidates) {
+      const again = await call("POST", `${o}/create`, { body: { id, ...candidate } });
+      expect([again.status, again.json]).toEqual([200, { record: stored, created: false }]);
+    }
+  });
+
+  it("a new identity's candidate is the index's typed error: ordered_value_too_large { size, max }, invalid_rank, invalid_due, invalid_name", async () => {
+    const { call, stores } = setup();
+    const o = `${acme}/ordered`;
+    const fresh = { ...id, stableKey: "new" };
+    const big = await call("POST", `${o}/create`, { body: { id: fresh, rankingScope: "hot", value: oversized, rank: UNRANKED, due: NOT_DUE } });
+    expect([big.status, big.json.error?.code, big.json.error?.fields]).toEqual([400, "ordered_value_too_large", { size: MAX_ORDERED_VALUE_BYTES + 3, max: MAX_ORDERED_VALUE_BYTES }]);
+    const rank = await call("POST", `${o}/create`, { body: { id: fresh, rankingScope: "hot", value: "", rank: { ranked: "yes", value: 0 }, due: NOT_DUE } });
+    expect([rank.status, rank.json.error?.code, rank.json.error?.fields?.["rule"]]).toEqual([400, "invalid_rank", "ranked"]);
+    const due = await call("POST", `${o}/create`, { body: { id: fresh, rankingScope: "hot", value: "", rank: UNRANKED, due: "later" } });
+    expect([due.status, due.json.error?.code, due.json.error?.fields?.["rule"]]).toEqual([400, "invalid_due", "type"]);
+    const scope = await call("POST", `${o}/create`, { body: { id: fresh, rankingScope: "Hot", value: "", rank: UNRANKED, due: NOT_DUE } });
+    expect([scope.status, scope.json.error?.code]).toEqual([400, "invalid_name"]);
+    // The id is checked first, then the base64 (a transport error), then the index's own checks.
+    const badId = await call("POST", `${o}/create`, { body: { id: { ...fresh, stableKey: "" }, rankingScope: "hot", value: "not base64!", rank: UNRANKED, due: NOT_DUE } });
+    expect([badId.status, badId.json.error?.code]).toEqual([400, "invalid_stable_key"]);
+    const badBase64 = await call("POST", `${o}/create`, { body: { id: fresh, rankingScope: "hot", value: "not base64!", rank: UNRANKED, due: NOT_DUE } });
+    expect([badBase64.status, badBase64.json.error?.code, badBase64.json.error?.fields?.["argument"]]).toEqual([400, "invalid_request", "value"]);
+    const missing = await call("POST", `${o}/create`, { body: { id: fresh, rankingScope: "hot", value: "", due: NOT_DUE } });
+    expect([missing.status, missing.json.error?.code, missing.json.error?.fields?.["argument"]]).toEqual([400, "invalid_request", "rank"]);
+    expect((await stores("tenants/acme")!.requireOrderedIndex().listOrdered("jobs", "inbox", 0, 10)).records).toEqual([]);
+  });
+
+  it("update answers not found and ordered_deleted whatever the candidate and revision; a live record's oversized value is ordered_value_too_large", async () => {
+    const { call } = setup();
+    const o = `${acme}/ordered`;
+    const absent = await call("POST", `${o}/update`, { body: { id, expectedRevision: "one", value: oversized, rank: { ranked: "yes" }, due: null } });
+    expect([absent.status, absent.json.error?.code]).toEqual([404, "ordered_record_not_found"]);
+    await call("POST", `${o}/create`, { body: { id, rankingScope: "hot", value: b64("one"), rank: UNRANKED, due: NOT_DUE } });
+    const live = await call("POST", `${o}/update`, { body: { id, expectedRevision: 1, value: oversized, rank: UNRANKED, due: NOT_DUE } });
+    expect([live.status, live.json.error?.code, live.json.error?.fields]).toEqual([400, "ordered_value_too_large", { size: MAX_ORDERED_VALUE_BYTES + 3, max: MAX_ORDERED_VALUE_BYTES }]);
+    const stale = await call("POST", `${o}/update`, { body: { id, expectedRevision: "1", value: "", rank: UNRANKED, due: NOT_DUE } });
+    expect([stale.status, stale.json.error?.code, stale.json.error?.fields?.["argument"]]).toEqual([400, "invalid_argument", "expectedRevision"]);
+    const deleted = await call("POST", `${o}/delete`, { body: { id, expectedRevision: 1 } });
+    expect(deleted.json).toMatchObject({ record: { revision: 2, deleted: true } });
+    for (const candidate of [
+      { expectedRevision: 2, value: oversized, rank: UNRANKED, due: NOT_DUE },
+      { expectedRevision: 2, value: "", rank: { ranked: "yes", value: 0 }, due: { state: "soon" } },
+      { expectedRevision: "two", value: "", rank: UNRANKED, due: NOT_DUE },
+    ]) {
+      const update = await call("POST", `${o}/update`, { body: { id, ...candidate } });
+      expect([update.status, update.json.error?.code]).toEqual([409, "ordered_deleted"]);
+    }
+    const again = await call("POST", `${o}/delete`, { body: { id, expectedRevision: "any" } });
+    expect([again.status, again.json]).toEqual([200, deleted.json]);
   });
 });
 

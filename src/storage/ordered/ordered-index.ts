@@ -14,6 +14,7 @@
  * strictly increasing, never reused).
  */
 import type { Engine, EngineTransaction } from "../../engine.js";
+import { copyBytes } from "../copy.js";
 import { InvalidArgumentError, StorageBackendError } from "../errors.js";
 import { validateName } from "../names.js";
 import type { CallOptions } from "../options.js";
@@ -102,7 +103,7 @@ function toRecord(id: OrderedId, row: RecordRow): OrderedRecord {
     order: row.order,
     due: row.dueAt === null ? { ...NOT_DUE } : { state: "due_at", unixMillis: row.dueAt },
     rank: row.rank === null ? { ...UNRANKED } : { ranked: true, value: row.rank },
-    value: row.value.slice(),
+    value: copyBytes(row.value),
     deleted: row.deleted,
   };
 }
@@ -169,7 +170,7 @@ class EngineOrderedIndex implements OrderedIndex {
         order: last + 1,
         rank: canonicalRank.ranked ? canonicalRank.value : null,
         dueAt: canonicalDue.state === "due_at" ? canonicalDue.unixMillis : null,
-        value: bytes.slice(),
+        value: copyBytes(bytes),
         deleted: false,
       };
       tx.put(sequenceKey, row.order);
@@ -197,7 +198,7 @@ class EngineOrderedIndex implements OrderedIndex {
         revision: row.revision + 1,
         rank: canonicalRank.ranked ? canonicalRank.value : null,
         dueAt: canonicalDue.state === "due_at" ? canonicalDue.unixMillis : null,
-        value: bytes.slice(),
+        value: copyBytes(bytes),
       };
       this.moveIndexEntries(tx, checked, row, next);
       tx.put(this.layout.record(checked.namespace, checked.orderingScope, checked.stableKey), next);
