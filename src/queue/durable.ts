@@ -28,6 +28,7 @@
  * item. `nonce` is 32 hex digits, unique to its append; replay ignores it,
  * and records written before it existed (without one) replay as before.
  */
+import { copyBytes } from "../storage/copy.js";
 import { ConflictError, StorageError } from "../storage/errors.js";
 import { appendDefinite, type Ledger } from "../storage/ledger.js";
 import { validateName } from "../storage/names.js";
@@ -184,7 +185,7 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
    */
   async enqueue(key: string, payload: Uint8Array, now: number, options?: CallOptions): Promise<Admission> {
     checkKey(key);
-    const bytes = checkPayload(payload).slice();
+    const bytes = copyBytes(checkPayload(payload));
     checkNow(now);
     throwIfAborted(options);
     return this.serialize(() =>
@@ -208,7 +209,7 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
           const head = this.state.peek();
           return head === undefined ? { done: undefined } : { header: { v: 1, op: "consume", id: head.id } };
         },
-        (item) => item && { id: item.id, key: item.key, payload: item.payload.slice() },
+        (item) => item && { id: item.id, key: item.key, payload: copyBytes(item.payload) },
         options,
       ),
     );

@@ -6,6 +6,7 @@
  * {@link EventQueue.fromLedger}, journals every call to a ledger and rebuilds
  * by replay (see `./durable.ts`). The rules themselves live in `./state.ts`.
  */
+import { copyBytes } from "../storage/copy.js";
 import type { Ledger } from "../storage/ledger.js";
 import type { CallOptions } from "../storage/options.js";
 import { checkCapacity, checkKey, checkLane, checkNow, checkPayload } from "./checks.js";
@@ -71,7 +72,7 @@ export class EventQueue<L extends QueueLane = QueueLane> {
    */
   enqueue(key: string, payload: Uint8Array, now: number): Admission {
     checkKey(key);
-    const bytes = checkPayload(payload).slice();
+    const bytes = copyBytes(checkPayload(payload));
     checkNow(now);
     const outcome = this.state.decideEnqueue(key, now);
     this.state.applyEnqueue(outcome, key, bytes, now);
@@ -83,7 +84,7 @@ export class EventQueue<L extends QueueLane = QueueLane> {
     const head = this.state.peek();
     if (head === undefined) return undefined;
     const item = this.state.applyConsume(head.id);
-    return item && { id: item.id, key: item.key, payload: item.payload.slice() };
+    return item && { id: item.id, key: item.key, payload: copyBytes(item.payload) };
   }
 
   /** The lane's counters (`<lane>_enqueued`, `_consumed`, `_shed`, `_duplicates`). */

@@ -12,6 +12,7 @@ import { utf8Encode } from "../storage/web.js";
 import type { ConformanceCase } from "./journal-conformance.js";
 import type { QueueConformanceOptions } from "./queue-conformance.js";
 import { describeStorageError, renderStorage, settleStorage } from "./storage-compare.js";
+import { SharedSliceBytes } from "./storage-examples.js";
 
 const T0 = 1_700_000_000_000;
 const HOUR = 60 * 60 * 1000;
@@ -160,6 +161,25 @@ export function queueExampleCases(options: QueueConformanceOptions): Conformance
       expectEqual(await again.enqueue("a", p(), T0 + 1), "admit", "a is still remembered");
       expectEqual(again.len(), 1, "and not queued again");
       expectEqual(await again.consume(), { id: 2, key: "b", payload: p(2) }, "b survived the restart");
+    }),
+    ex("payloads are copied in and out, also from a Uint8Array whose slice() shares memory", () => {
+      const queue = new EventQueue("signal", 10);
+      const payload = SharedSliceBytes.from([1, 2, 3]);
+      queue.enqueue("k", payload, T0);
+      payload[0] = 99; // the caller reuses its buffer
+      const item = queue.consume()!;
+      expectEqual([...item.payload], [1, 2, 3], "the queued payload is the caller's bytes at enqueue");
+    }),
+    withLedger("ledger-backed: payloads are copied in and out, also from a Uint8Array whose slice() shares memory", async (ledger) => {
+      const queue = await EventQueue.fromLedger(ledger(), "q/copies", "signal", 10);
+      const payload = SharedSliceBytes.from([1, 2, 3]);
+      await queue.enqueue("a", payload, T0);
+      await queue.enqueue("b", SharedSliceBytes.from([4, 5]), T0);
+      payload[0] = 99;
+      const first = (await queue.consume())!;
+      expectEqual([...first.payload], [1, 2, 3], "the queued payload is the caller's bytes at enqueue");
+      const again = await EventQueue.fromLedger(ledger(), "q/copies", "signal", 10);
+      expectEqual([...(await again.consume())!.payload], [4, 5], "the ledger holds the bytes too");
     }),
     withLedger("ledger-backed: a failed ledger append changes nothing", async (ledger) => {
       const inner = ledger();

@@ -2,6 +2,7 @@
  * The reference model of the event queue (`event-queue.lean.txt`): arrays
  * and linear scans, the rules written out in the order the spec gives them.
  */
+import { copyBytes } from "../storage/copy.js";
 import { InvalidArgumentError } from "../storage/errors.js";
 import { IDEM_WINDOW_MS, QUEUE_LANES, type Admission, type QueueItem, type QueueLane } from "../queue/state.js";
 import { MAX_IDEM_KEY_LENGTH, MAX_QUEUE_PAYLOAD_BYTES } from "../queue/checks.js";
@@ -42,7 +43,7 @@ export class QueueOracle {
       return "shed";
     }
     // 4. Queue it and remember it.
-    this.items.push({ id: this.nextId++, key, payload: payload.slice() });
+    this.items.push({ id: this.nextId++, key, payload: copyBytes(payload) });
     this.seen.push({ key, at: now });
     this.counts.enqueued++;
     return "admit";
