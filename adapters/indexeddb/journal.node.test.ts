@@ -30,15 +30,16 @@ for (const lane of lanes) {
       label: `indexeddb (fake-indexeddb${lane.label})`,
       durable: true,
       canReopen: true,
+      canChangeCapacity: true,
       createSubject: async (options) => {
         const factory = new IDBFactory();
         let engine = open(factory);
         return {
           journal: createJournal(engine, options),
-          reopen: async () => {
+          reopen: async (changed) => {
             await engine.close();
             engine = open(factory);
-            return createJournal(engine, options);
+            return createJournal(engine, { ...options, ...changed });
           },
           close: () => engine.close(),
         };

@@ -138,16 +138,41 @@ export class InvalidEventError extends JournalError {
   }
 }
 
-/** A consumer name was refused. `rule` is `empty`, `too_long` or `character`. */
+/**
+ * A consumer name was refused (the spec's `InvalidConsumerId`). `rule` is
+ * `empty`, `too_long` (the spec's `TooLong { name, max }`) or `character`
+ * (`Character { name, character }`); `consumer` is the spec's `name`. The
+ * rules apply in that order, so a name both too long and holding a character
+ * not allowed is `too_long`.
+ */
 export class InvalidConsumerIdError extends JournalError {
   declare readonly code: "invalid_consumer_id";
+  /** The name as given. */
   readonly consumer: string;
   readonly rule: "empty" | "too_long" | "character";
-  constructor(consumer: string, rule: "empty" | "too_long" | "character", message: string) {
+  /**
+   * With `too_long` only: the limit, in bytes of UTF-8 (63, `MAX_CONSUMER_ID_LENGTH`;
+   * a valid name is ASCII, so also characters). Absent with the other rules.
+   */
+  declare readonly max?: number;
+  /**
+   * With `character` only: the first character of the name not allowed (one
+   * code point, e.g. `"é"` or `"😀"`). Absent with the other rules.
+   */
+  declare readonly character?: string;
+  constructor(
+    consumer: string,
+    rule: "empty" | "too_long" | "character",
+    message: string,
+    details: { readonly max?: number; readonly character?: string } = {},
+  ) {
     super("invalid_consumer_id", message);
     this.name = "InvalidConsumerIdError";
     this.consumer = consumer;
     this.rule = rule;
+    // Own properties only where the rule has them (`"max" in error` says which).
+    if (rule === "too_long" && details.max !== undefined) (this as { max?: number }).max = details.max;
+    if (rule === "character" && details.character !== undefined) (this as { character?: string }).character = details.character;
   }
 }
 

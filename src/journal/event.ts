@@ -7,7 +7,10 @@
 import { InvalidArgumentError, InvalidConsumerIdError, InvalidEventError } from "./errors.js";
 import type { Capacity, ConsumerId, DeliveryId, JsonValue, UsageEvent, UsageRecord } from "./types.js";
 
-/** The longest consumer name (characters). */
+/**
+ * The longest consumer name, in bytes of UTF-8 (as the spec's `ConsumerId::MAX_LEN`
+ * measures `str::len`). A valid name is ASCII, so it is also 63 characters.
+ */
 export const MAX_CONSUMER_ID_LENGTH = 63;
 /** The longest namespace or subject (characters). */
 export const MAX_ORDERING_PART_LENGTH = 256;
@@ -79,12 +82,27 @@ export function newRequestId(now: number = Date.now()): string {
   return `${timeHex.slice(0, 8)}-${timeHex.slice(8)}-${randA}-${variant}-${tail}`;
 }
 
+/** Bytes `text` takes as UTF-8 (a lone surrogate as U+FFFD, 3 bytes, as `TextEncoder` writes it). */
+function utf8Length(text: string): number {
+  let bytes = 0;
+  for (const character of text) {
+    const point = character.codePointAt(0)!;
+    bytes += point < 0x80 ? 1 : point < 0x800 ? 2 : point < 0x10000 ? 3 : 4;
+  }
+  return bytes;
+}
+
 /**
  * Parse a consumer name: 1 to 63 characters of lowercase ASCII letters,
  * digits, `-` and `_` (it is a storage key, a metric dimension and something
  * an operator types).
  *
- * @throws InvalidConsumerIdError with `rule` `empty`, `too_long` or `character`.
+ * The rules apply in the spec's order: empty, then the length in bytes of
+ * UTF-8 (so `"é".repeat(32)`, 32 characters but 64 bytes, is `too_long`),
+ * then the characters.
+ *
+ * @throws InvalidConsumerIdError with `rule` `empty`, `too_long` (and `max`,
+ *   63) or `character` (and `character`, the first one not allowed).
  * @example
  * const consumer = parseConsumerId("billing");
  */
@@ -92,11 +110,13 @@ export function parseConsumerId(name: string): ConsumerId {
   if (typeof name !== "string" || name.length === 0) {
     throw new InvalidConsumerIdError(String(name ?? ""), "empty", "a consumer name must not be empty");
   }
-  if (name.length > MAX_CONSUMER_ID_LENGTH) {
+  // A UTF-16 unit is at least one byte: a name over 63 units needs no counting.
+  if (name.length > MAX_CONSUMER_ID_LENGTH || utf8Length(name) > MAX_CONSUMER_ID_LENGTH) {
     throw new InvalidConsumerIdError(
       name,
       "too_long",
-      `consumer name \`${name}\` is over the ${MAX_CONSUMER_ID_LENGTH}-character limit`,
+      `consumer name \`${name}\` is over the ${MAX_CONSUMER_ID_LENGTH}-byte limit`,
+      { max: MAX_CONSUMER_ID_LENGTH },
     );
   }
   for (const character of name) {
@@ -106,6 +126,7 @@ export function parseConsumerId(name: string): ConsumerId {
         name,
         "character",
         `consumer name \`${name}\` contains \`${character}\`; use lowercase letters, digits, \`-\`, and \`_\``,
+        { character },
       );
     }
   }

@@ -58,7 +58,7 @@ export interface MetaRow {
   readonly next: number;
   /** Events stored now. */
   readonly stored: number;
-  /** Events lost to drop_oldest. */
+  /** Events lost to drop_oldest, ever (kept whatever policy later journals over this data run under). */
   readonly dropped: number;
   /** Registered consumers, in registration order. */
   readonly consumers: readonly string[];

@@ -112,7 +112,15 @@ export interface JournalStats {
   readonly quarantined: number;
   /** `now - observedAt` of the first-appended pending event; null when none is pending. */
   readonly oldestPendingAgeMs: number | null;
-  /** Events lost to `drop_oldest` (journal-wide). Always 0 under `refuse`. */
+  /**
+   * Events lost to `drop_oldest` (journal-wide), over the whole life of the
+   * journal's data: a lifetime counter, never reset. A journal that has only
+   * ever run under `refuse` reports 0 (a `refuse` journal never drops). Data
+   * once written under `drop_oldest` and reopened under `refuse` keeps
+   * reporting its past drops, where the spec says "always zero under
+   * Refuse": a deliberate choice, since zeroing it would hide from operators
+   * that events were lost (see `docs/journal-semantics.md`, "stats").
+   */
   readonly dropped: number;
   readonly capacity: Capacity;
 }

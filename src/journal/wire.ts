@@ -38,7 +38,8 @@ export interface WireError {
 /** The answer of every partition call: a value, or a journal error as data. */
 export type WireOutcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: WireError };
 
-const FIELDS = ["key", "delivery", "pending", "capacity", "rule", "argument", "consumer", "requestId"] as const;
+/** The spec fields an error carries over the wire (each only when the error has it: `max` and `character` belong to one rule each). */
+const FIELDS = ["key", "delivery", "pending", "capacity", "rule", "argument", "consumer", "requestId", "max", "character"] as const;
 
 /** A journal error as data. Any other error becomes a `BackendError` first (keeping `retryable`). */
 export function encodeError(error: unknown): WireError {
@@ -97,7 +98,17 @@ function rebuild(wire: WireError): JournalError | null {
       return isText(f["requestId"]) && isText(f["rule"]) ? new InvalidEventError(f["requestId"], f["rule"], "") : null;
     case "InvalidConsumerIdError": {
       const rule = f["rule"];
-      return isText(f["consumer"]) && (rule === "empty" || rule === "too_long" || rule === "character") ? new InvalidConsumerIdError(f["consumer"], rule, "") : null;
+      if (!isText(f["consumer"]) || (rule !== "empty" && rule !== "too_long" && rule !== "character")) return null;
+      // `max` comes with too_long, `character` with character: of its type when sent; absent from a
+      // sender that predates them (the class is rebuilt without it).
+      const max = f["max"];
+      const character = f["character"];
+      if (rule === "too_long" && max !== undefined && !Number.isSafeInteger(max)) return null;
+      if (rule === "character" && character !== undefined && !isText(character)) return null;
+      return new InvalidConsumerIdError(f["consumer"], rule, "", {
+        ...(rule === "too_long" && max !== undefined ? { max: max as number } : {}),
+        ...(rule === "character" && isText(character) ? { character } : {}),
+      });
     }
     case "InvalidArgumentError":
       return isText(f["argument"]) ? new InvalidArgumentError(f["argument"], "") : null;

@@ -191,7 +191,8 @@ export class Work {
     const consumers = (await this.meta()).consumers;
     await this.walk<EventRow>({ prefix: this.layout.events() }, async (entry) => {
       const { position, event } = entry.value;
-      if (await this.tx.get(this.layout.delivered(event.observedAt, position))) return true;
+      // An `x` entry's value is 0: present, not truthy.
+      if ((await this.tx.get(this.layout.delivered(event.observedAt, position))) !== undefined) return true;
       for (const consumer of consumers) if (await this.tx.get(this.layout.quarantined(consumer, position))) return true;
       this.tx.put(this.layout.open(position), 0);
       return true;
@@ -705,7 +706,40 @@ export class Work {
     this.sweptThrough = null;
   }
 
-  /** Append one checked event: the outcome, or the error that refused it. */
+  /**
+   * Make room for `needed` more events before an append, or refuse it having
+   * deleted nothing. Delivered events go first (in `x` order: observed first,
+   * then appended first), then, under `drop_oldest`, drop candidates (in `o`
+   * order: oldest position first), each drop counted in `dropped`.
+   *
+   * Whether enough can go is decided before anything is deleted: a refusal
+   * returns (it does not throw), so the caller may go on in the same
+   * transaction (`appendBatch` records it and commits the rest), and a
+   * refused append must change nothing. `needed` is more than one only when
+   * the journal holds more than its `maxEvents` (its data was written under a
+   * larger one); each scan reads at most what is needed, so a full journal
+   * reads as before: one entry.
+   */
+  private async makeRoom(needed: number): Promise<AtCapacityError | null> {
+    const delivered = await this.tx.scan({ prefix: this.layout.deliveredAll() }, { limit: needed });
+    let open: Entry[] = [];
+    if (delivered.length < needed && this.capacity.policy === "drop_oldest") {
+      // Building the index writes only rows every later drop_oldest journal keeps anyway: no trace of a refusal.
+      if (!(await this.openIndexed())) await this.buildOpenIndex();
+      open = await this.tx.scan({ prefix: this.layout.openAll() }, { limit: needed - delivered.length });
+    }
+    if (delivered.length + open.length < needed) {
+      // What the journal would retain had it given up all it could: none of it delivered, none of it droppable.
+      return new AtCapacityError((await this.meta()).stored - delivered.length - open.length, this.capacity);
+    }
+    // The two sets do not meet (`o` holds no delivered event), and deleting an event adds no entry to either.
+    for (const entry of delivered) await this.deleteEvent(lastPart(entry.key), null);
+    for (const entry of open) await this.deleteEvent(lastPart(entry.key), null);
+    if (open.length > 0) this.setMeta({ dropped: (await this.meta()).dropped + open.length });
+    return null;
+  }
+
+  /** Append one checked event: the outcome, or the error that refused it (having written nothing). */
   async append(event: UsageEvent): Promise<AppendResult | JournalError> {
     const known = await this.positionOf(event.id);
     if (known !== undefined) {
@@ -713,24 +747,10 @@ export class Work {
       if (!isSameFact(stored, event)) return new EventConflictError(event.id);
       return { status: "already_present", position: known };
     }
-    for (;;) {
-      const meta = await this.meta();
-      if (meta.stored < this.capacity.maxEvents) break;
-      const delivered = await this.tx.scan({ prefix: this.layout.deliveredAll() }, { limit: 1 });
-      if (delivered[0]) {
-        await this.deleteEvent(lastPart(delivered[0].key), null);
-        continue;
-      }
-      if (this.capacity.policy === "drop_oldest") {
-        if (!(await this.openIndexed())) await this.buildOpenIndex();
-        const open = await this.tx.scan({ prefix: this.layout.openAll() }, { limit: 1 });
-        if (open[0]) {
-          await this.deleteEvent(lastPart(open[0].key), null);
-          this.setMeta({ dropped: (await this.meta()).dropped + 1 });
-          continue;
-        }
-      }
-      return new AtCapacityError(meta.stored, this.capacity);
+    const stored = (await this.meta()).stored;
+    if (stored >= this.capacity.maxEvents) {
+      const refused = await this.makeRoom(stored - this.capacity.maxEvents + 1);
+      if (refused) return refused;
     }
     const meta = await this.meta();
     const position = meta.next;

@@ -6,7 +6,7 @@
  */
 
 /** The error fields the spec names; two errors agree when these do. */
-export const ERROR_SPEC_FIELDS = ["code", "key", "delivery", "pending", "capacity", "rule", "argument", "consumer", "requestId"] as const;
+export const ERROR_SPEC_FIELDS = ["code", "key", "delivery", "pending", "capacity", "rule", "argument", "consumer", "requestId", "max", "character"] as const;
 
 /** How a call ended. */
 export type Outcome = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown };

@@ -33,8 +33,14 @@ import { soakRequested } from "./soak.js";
 /** One journal under test, over storage of its own. */
 export interface JournalSubject {
   readonly journal: UsageJournal;
-  /** A new journal over the same storage (a restart). Required when `canReopen`. */
-  readonly reopen?: () => Promise<UsageJournal>;
+  /**
+   * A new journal over the same storage (a restart). Required when `canReopen`.
+   * Without options it opens the journal as the factory was asked to; with
+   * `capacity` (only asked for when `canChangeCapacity`) under that capacity,
+   * as a caller configured with other bounds would (on Durable Objects each
+   * caller sends its own).
+   */
+  readonly reopen?: (options?: { readonly capacity?: Capacity }) => Promise<UsageJournal>;
   /** Release the storage (every journal opened over it). */
   readonly close: () => Promise<void>;
 }
@@ -54,6 +60,12 @@ export interface JournalConformanceOptions {
   readonly durable: boolean;
   /** Whether `subject.reopen` exists: a new journal over the same storage. */
   readonly canReopen?: boolean;
+  /**
+   * Whether `subject.reopen({ capacity })` opens the same storage under that
+   * capacity (a smaller `maxEvents`, another policy). Adds the cases that
+   * reopen stored data under other bounds. Implies `canReopen`.
+   */
+  readonly canChangeCapacity?: boolean;
   /** Random call sequences to try. Default 300, or 20000 at soak size (`soakRequested()`). */
   readonly runs?: number;
   /** Seed of the random sequences (fast-check prints the seed of a failing run). */
@@ -131,7 +143,8 @@ interface World {
 
 interface Model {
   readonly label: string;
-  readonly oracle: JournalOracle;
+  /** The reference model; replaced (same state) when the subject is reopened under other bounds. */
+  oracle: JournalOracle;
   readonly time: VirtualClock;
   readonly world: World;
   /** Every delivery id handed out so far (as the model handed it out). */
@@ -276,7 +289,7 @@ function deliveryText(index: number, mutation: Mutation): string {
 
 // ----------------------------------------------------------------- commands
 
-function commandArbitraries(canReopen: boolean): Arbitrary<JournalCommand>[] {
+function commandArbitraries(canReopen: boolean, canChangeCapacity: boolean): Arbitrary<JournalCommand>[] {
   // Mostly the first consumer, so events are often finished by every registered consumer.
   const consumerIndex = fc.oneof({ arbitrary: fc.constant(0), weight: 3 }, { arbitrary: fc.nat({ max: CONSUMERS.length - 1 }), weight: 1 });
   const claimer = (model: Model, index: number) => pick(CONSUMERS, index % model.world.consumers);
@@ -508,9 +521,28 @@ function commandArbitraries(canReopen: boolean): Arbitrary<JournalCommand>[] {
     command("reopen()", async (model, real) => {
       if (real.subject.reopen === undefined) throw new Error(`journal conformance (${model.label}): canReopen is set but the subject has no reopen()`);
       real.journal = await real.subject.reopen();
+      // Opened as the subject was created: under the world's capacity again.
+      if (!deepEqual(model.oracle.capacity, model.world.capacity)) model.oracle = model.oracle.withCapacity(model.world.capacity);
       checkIdentity(real.journal, JOURNAL_NAME, model.world.capacity, model.oracle.mode === "billing_grade", model.label);
     }),
   );
+
+  // The same storage under other bounds (a caller configured with a smaller maxEvents or another
+  // policy): the journal may then hold more than its maxEvents, and an append must decide whether
+  // room can be made before it reclaims or drops anything (a refused one changes nothing).
+  // `below`: maxEvents is that many under the number of events stored then (at least 1).
+  const reopenWithCapacity = fc
+    .record({ below: fc.integer({ min: 0, max: 3 }), policy: fc.constantFrom<CapacityPolicy>("refuse", "drop_oldest") })
+    .map(({ below, policy }) =>
+      command(`reopen(maxEvents=stored-${below}, policy=${policy})`, async (model, real) => {
+        if (real.subject.reopen === undefined) throw new Error(`journal conformance (${model.label}): canChangeCapacity is set but the subject has no reopen()`);
+        const maxEvents = Math.max(1, model.oracle.snapshot().events.length - below);
+        const capacity: Capacity = { ...model.world.capacity, maxEvents, policy };
+        real.journal = await real.subject.reopen({ capacity });
+        model.oracle = model.oracle.withCapacity(capacity);
+        checkIdentity(real.journal, JOURNAL_NAME, capacity, model.oracle.mode === "billing_grade", model.label);
+      }),
+    );
 
   // Repeats weight the draw towards the calls that change state.
   return [
@@ -541,6 +573,7 @@ function commandArbitraries(canReopen: boolean): Arbitrary<JournalCommand>[] {
     advanceToDeadline,
     advanceToDeadline,
     ...(canReopen ? [reopen] : []),
+    ...(canChangeCapacity ? [reopenWithCapacity, reopenWithCapacity] : []),
   ];
 }
 
@@ -557,8 +590,9 @@ const worldArb: Arbitrary<World> = fc.record({
 });
 
 async function runModelBased(options: JournalConformanceOptions, runs: number): Promise<void> {
-  const canReopen = options.canReopen === true;
-  const property = fc.asyncProperty(worldArb, fc.commands(commandArbitraries(canReopen), { maxCommands: 40, size: "max" }), async (world, commands) => {
+  const canChangeCapacity = options.canChangeCapacity === true;
+  const canReopen = options.canReopen === true || canChangeCapacity;
+  const property = fc.asyncProperty(worldArb, fc.commands(commandArbitraries(canReopen, canChangeCapacity), { maxCommands: 40, size: "max" }), async (world, commands) => {
     // A fresh model, clock and subject for every run (and every shrink attempt).
     const time = virtualClock(CONFORMANCE_CLOCK_START);
     const oracle = new JournalOracle({ name: JOURNAL_NAME, capacity: world.capacity, clock: time.clock, durable: options.durable });

@@ -98,7 +98,15 @@ const conflict = (key: string) => ({ error: "EventConflictError", code: "conflic
 const atCapacity = (pending: number, capacity: Capacity) => ({ error: "AtCapacityError", code: "at_capacity", pending, capacity });
 const invalidArgument = (argument: string) => ({ error: "InvalidArgumentError", code: "invalid_argument", argument });
 const invalidEvent = (requestId: string, rule: string) => ({ error: "InvalidEventError", code: "invalid_event", requestId, rule });
-const invalidConsumer = (consumer: string, rule: string) => ({ error: "InvalidConsumerIdError", code: "invalid_consumer_id", consumer, rule });
+/** `max` comes with `too_long` only, `character` with `character` only (an absent field is expected absent). */
+const invalidConsumer = (consumer: string, rule: "empty" | "too_long" | "character", character?: string) => ({
+  error: "InvalidConsumerIdError",
+  code: "invalid_consumer_id",
+  consumer,
+  rule,
+  max: rule === "too_long" ? 63 : undefined,
+  character,
+});
 
 // ------------------------------------------------------------------ cases
 
@@ -719,6 +727,66 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     },
   );
 
+  if (options.canChangeCapacity === true) {
+    example(
+      "a refused append changes nothing, even when the journal holds more than its maxEvents (reopened with less room)",
+      { maxEvents: 5, retainAcknowledgedMs: DAY_MS },
+      async ({ journal, time, t0, subject, capacity }) => {
+        const reopen = subject.reopen;
+        if (reopen === undefined) throw new Error("canChangeCapacity is set but the subject has no reopen()");
+        for (const n of [1, 2, 3, 4, 5]) await journal.append(usage(n, `user-${n}`, t0));
+        expectEqual(handed(await journal.claim(billing, lease(time))), [1, 2, 3, 4, 5].map((n) => `${rid(n)}#1`), "claim of all five");
+        await journal.ack(delivery(billing, 1, 1)); // delivered, inside its window: reclaimable
+        for (const n of [3, 4, 5]) await journal.quarantine(delivery(billing, n, 1), "malformed"); // never drop candidates
+        // Event 2 stays in flight: a drop candidate. Five stored; two would make room, four are needed.
+        const unchanged = async (reopened: UsageJournal, bounds: Capacity, what: string): Promise<void> => {
+          expectEqual(await reopened.stats(billing), stats(bounds, { pending: 0, inFlight: 1, quarantined: 3, oldestPendingAgeMs: null }), `${what}: stats, nothing dropped`);
+          expectEqual(
+            await settle(() => reopened.append(usage(1, "user-1", t0))),
+            { ok: true, value: { status: "already_present", position: 1 } },
+            `${what}: delivered event 1 was not reclaimed`,
+          );
+          expectEqual(handed(await reopened.claim(billing, lease(time))), [], `${what}: the lease on event 2 still runs`);
+          expectEqual((await reopened.attempts(billing, rid(2))).length, 1, `${what}: in-flight event 2 was not dropped`);
+          expectEqual((await reopened.listQuarantined(billing)).items.map((item) => item.position), [3, 4, 5], `${what}: the quarantined events stay`);
+        };
+
+        const refusing: Capacity = { ...capacity, maxEvents: 2 };
+        const refuse = await reopen({ capacity: refusing });
+        expectEqual(refuse.capacity, refusing, "reopened with maxEvents 2");
+        // Refused even after reclaiming event 1: 4 retained, all undelivered.
+        expectEqual(await refuse.appendBatch([usage(9, "user-9", t0)]), [{ status: "rejected", error: atCapacity(4, refusing) }], "refuse: the event in a batch");
+        await expectRejects(() => refuse.append(usage(9, "user-9", t0)), atCapacity(4, refusing), "refuse: the event alone");
+        await unchanged(refuse, refusing, "refuse");
+
+        const dropping: Capacity = { ...refusing, policy: "drop_oldest" };
+        const drop = await reopen({ capacity: dropping });
+        // Refused even after reclaiming event 1 and dropping event 2: 3 retained, all quarantined.
+        expectEqual(
+          await drop.appendBatch([usage(9, "user-9", t0), usage(10, "user-10", t0)]),
+          [
+            { status: "rejected", error: atCapacity(3, dropping) },
+            { status: "rejected", error: atCapacity(3, dropping) },
+          ],
+          "drop_oldest: the events in a batch",
+        );
+        await expectRejects(() => drop.append(usage(9, "user-9", t0)), atCapacity(3, dropping), "drop_oldest: the event alone");
+        await unchanged(drop, dropping, "drop_oldest");
+
+        // With room for one more once event 1 is reclaimed and event 2 dropped, the append is accepted and pays for it.
+        const roomier: Capacity = { ...dropping, maxEvents: 4 };
+        const accept = await reopen({ capacity: roomier });
+        expectEqual(await accept.appendBatch([usage(9, "user-9", t0)]), [{ status: "accepted", position: 6 }], "drop_oldest with room for it");
+        expectEqual(await accept.stats(billing), stats(roomier, { pending: 1, inFlight: 0, quarantined: 3, oldestPendingAgeMs: 0, dropped: 1 }), "event 2 dropped for it");
+        expectEqual(await accept.attempts(billing, rid(2)), [], "event 2 is gone");
+        expectEqual(await accept.attempts(billing, rid(1)), [], "event 1 was reclaimed");
+        // `dropped` is the data's lifetime count: under refuse again, past drops stay visible.
+        const refusingAgain = await reopen({ capacity: { ...roomier, policy: "refuse" } });
+        expectEqual((await refusingAgain.stats(billing)).dropped, 1, "refuse after drop_oldest still reports the past drop");
+      },
+    );
+  }
+
   // --------------------------------------------------------- retention
 
   example(
@@ -877,9 +945,17 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     const long = "c".repeat(64);
     await expectRejects(() => journal.claim(consumer(""), lease(time)), invalidConsumer("", "empty"), "claim by an empty name");
     await expectRejects(() => journal.claim(consumer(long), lease(time)), invalidConsumer(long, "too_long"), "claim by a 64-character name");
-    await expectRejects(() => journal.claim(consumer("Billing"), lease(time)), invalidConsumer("Billing", "character"), "claim by an uppercase name");
-    await expectRejects(() => journal.stats(consumer("billing team")), invalidConsumer("billing team", "character"), "stats by a name with a space");
-    await expectRejects(() => journal.ack({ ...d, consumer: consumer("Billing") }), invalidConsumer("Billing", "character"), "ack by an uppercase name");
+    // The limit is 63 bytes of UTF-8, checked before the characters: 32 `é` are 64 bytes.
+    const wide = "é".repeat(32);
+    await expectRejects(() => journal.claim(consumer(wide), lease(time)), invalidConsumer(wide, "too_long"), "claim by 32 `é` (64 bytes)");
+    const narrower = "é".repeat(31);
+    await expectRejects(() => journal.stats(consumer(narrower)), invalidConsumer(narrower, "character", "é"), "stats by 31 `é` (62 bytes)");
+    await expectRejects(() => journal.claim(consumer("Billing"), lease(time)), invalidConsumer("Billing", "character", "B"), "claim by an uppercase name");
+    await expectRejects(() => journal.stats(consumer("billing team")), invalidConsumer("billing team", "character", " "), "stats by a name with a space");
+    await expectRejects(() => journal.stats(consumer("bill😀ing")), invalidConsumer("bill😀ing", "character", "😀"), "stats by a name with an emoji (one character)");
+    await expectRejects(() => journal.ack({ ...d, consumer: consumer("Billing") }), invalidConsumer("Billing", "character", "B"), "ack by an uppercase name");
+    // 63 bytes is within the limit (stats does not register the consumer).
+    expectEqual((await journal.stats(consumer("c".repeat(63)))).pending, 1, "stats by a 63-character name");
 
     const raw = (requestId: string, patch: Record<string, unknown> = {}, record: Record<string, unknown> = {}) =>
       ({

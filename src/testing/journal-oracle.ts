@@ -124,6 +124,7 @@ interface OracleState {
   consumers: ConsumerId[];
   /** consumer -> position -> status, for every registered consumer and stored event. */
   statuses: Map<ConsumerId, Map<number, DeliveryStatus>>;
+  /** Events lost to drop_oldest, ever: kept by `withCapacity`, whatever the new policy. */
   dropped: number;
   audit: AuditEntry[];
 }

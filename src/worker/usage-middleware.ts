@@ -13,18 +13,26 @@
  *
  * - `billing_grade`: the append finishes before the response is settled. If
  *   it fails, the handler's response is dropped and the request fails with
- *   503 and `Retry-After` (the error's code in the body): a client that
- *   retries is billed once, because nothing was journaled (or, with the same
- *   `x-request-id`, the journal recognises the id).
+ *   the status the worker's API gives the error's code (`errorAnswer`,
+ *   `STATUS_OF`), the code and the error's own `retryable` in the body: 503
+ *   and `Retry-After` for what a retry may fix (`at_capacity`, a retryable
+ *   `backend` failure), where a client that retries is billed once, because
+ *   nothing was journaled (or, with the same `x-request-id`, the journal
+ *   recognises the id); 409 for a `conflict` (the same request id with other
+ *   usage: a bug, never a retry); 400 for usage that is not a valid event;
+ *   500 for a failure a retry will not fix. It needs a journal whose `mode`
+ *   is `billing_grade` (durable storage): over a `telemetry_grade` one it is
+ *   refused at construction (`InvalidArgumentError`, argument `journal`), or,
+ *   when `journal` is a function, each request fails with 500.
  * - `telemetry_grade`: the append runs after the response (in
  *   `executionCtx.waitUntil` when there is one) and never delays it; a failed
  *   append counts in `counters.dropped` and goes to `onDropped`.
  */
 import type { Context, MiddlewareHandler } from "hono";
 import { isRequestId, newRequestId, createUsageEvent } from "../journal/event.js";
-import { InvalidArgumentError, JournalError } from "../journal/errors.js";
+import { BackendError, InvalidArgumentError, JournalError } from "../journal/errors.js";
 import type { DeliveryMode, JsonValue, UsageJournal } from "../journal/types.js";
-import { RETRY_AFTER_SECONDS } from "./errors.js";
+import { errorAnswer } from "./errors.js";
 
 /** What `toRecord` answers: the ordering key and the billed data of one request. */
 export interface ReportedUsage {
@@ -45,6 +53,10 @@ export interface UsageVariables<U> {
 export interface UsageJournalOptions<U> {
   /** The journal, or a function that gives it for the request (e.g. built over `c.env`). */
   readonly journal: UsageJournal | ((c: Context) => UsageJournal);
+  /**
+   * `billing_grade` needs a journal whose `mode` is `billing_grade`: a
+   * request is served only once its usage is durable.
+   */
   readonly mode: DeliveryMode;
   /** Turn what the handler reported into the record's key and data; null records nothing. */
   readonly toRecord: (usage: U, c: Context) => ReportedUsage | null;
@@ -67,9 +79,17 @@ export interface UsageCounters {
 /** The middleware, with its counters. */
 export type UsageJournalMiddleware<U> = MiddlewareHandler<{ Variables: UsageVariables<U> }> & { readonly counters: UsageCounters };
 
+/** Why a billing-grade middleware cannot use `journal`, or null when it can. */
+function telemetryJournalProblem(journal: UsageJournal): string | null {
+  if (journal.mode === "billing_grade") return null;
+  return `a billing_grade usage middleware needs a billing_grade journal; journal \`${String(journal.name)}\` is ${String(journal.mode)} (its storage does not survive the loss of its process): use mode "telemetry_grade", or a journal over durable storage`;
+}
+
 /**
  * Journal the usage each request reports.
  *
+ * @throws InvalidArgumentError (`argument` `journal`) for a `billing_grade`
+ *   middleware over a journal whose `mode` is `telemetry_grade`.
  * @example
  * import { Hono } from "hono";
  * import { usageJournal, type UsageVariables } from "isostore/worker";
@@ -88,6 +108,10 @@ export type UsageJournalMiddleware<U> = MiddlewareHandler<{ Variables: UsageVari
 export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMiddleware<U> {
   if (options.mode !== "billing_grade" && options.mode !== "telemetry_grade") throw new InvalidArgumentError("mode", 'must be "billing_grade" or "telemetry_grade"');
   if (typeof options.toRecord !== "function") throw new InvalidArgumentError("toRecord", "must be a function");
+  if (options.mode === "billing_grade" && typeof options.journal !== "function") {
+    const problem = telemetryJournalProblem(options.journal);
+    if (problem !== null) throw new InvalidArgumentError("journal", problem);
+  }
   const clock = options.clock ?? Date.now;
   const onDropped = options.onDropped ?? ((error: unknown, requestId: string) => console.warn(`isostore: usage event ${requestId} dropped:`, error));
   const counters: UsageCounters = { appended: 0, dropped: 0, refused: 0 };
@@ -112,7 +136,9 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
       if (shape === null) return;
       const event = createUsageEvent({ record: { requestId, namespace: shape.namespace, subject: shape.subject, data: shape.data }, observedAt: acceptedAt });
       const journal = typeof options.journal === "function" ? options.journal(c) : options.journal;
-      append = () => journal.append(event);
+      const problem = options.mode === "billing_grade" ? telemetryJournalProblem(journal) : null;
+      // A misconfigured server (the journal from the function is not durable): not served, not retryable.
+      append = problem === null ? () => journal.append(event) : () => Promise.reject(new BackendError(problem, { retryable: false }));
     } catch (error) {
       // A record that cannot become an event is a bug in toRecord: never billed silently.
       append = () => Promise.reject(error instanceof Error ? error : new Error(String(error)));
@@ -124,11 +150,15 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
         counters.appended += 1;
       } catch (error) {
         counters.refused += 1;
-        const code = error instanceof JournalError ? error.code : "backend";
+        // Anything but a journal error (a throwing toRecord, a journal breaking its contract) is a bug: a retry will not fix it.
+        const refusal =
+          error instanceof JournalError ? error : new BackendError(error instanceof Error ? error.message : String(error), { cause: error, retryable: false });
+        // The worker API's one mapping of codes to statuses (and Retry-After on a 503), the error's own `retryable`.
+        const { status, headers, body } = errorAnswer(refusal);
         const message = `the request's usage could not be journaled, so it was not served (${error instanceof Error ? error.message : String(error)})`;
-        c.res = new Response(JSON.stringify({ error: { code, message, retryable: true, requestId } }), {
-          status: 503,
-          headers: { "content-type": "application/json; charset=utf-8", "retry-after": String(RETRY_AFTER_SECONDS), "x-request-id": requestId },
+        c.res = new Response(JSON.stringify({ error: { ...body.error, message, requestId } }), {
+          status,
+          headers: { ...headers, "content-type": "application/json; charset=utf-8", "x-request-id": requestId },
         });
       }
       return;

@@ -34,6 +34,7 @@ describe("usage journal over the IndexedDB engine (Chromium)", () => {
     label: "indexeddb (Chromium)",
     durable: true,
     canReopen: true,
+    canChangeCapacity: true,
     runs: RUNS,
 
     createSubject: async (options) => {
@@ -41,10 +42,10 @@ describe("usage journal over the IndexedDB engine (Chromium)", () => {
       let engine = indexedDbEngine({ name });
       return {
         journal: createJournal(engine, options),
-        reopen: async () => {
+        reopen: async (changed) => {
           await engine.close();
           engine = indexedDbEngine({ name });
-          return createJournal(engine, options);
+          return createJournal(engine, { ...options, ...changed });
         },
         close: async () => {
           await engine.close();

@@ -30,12 +30,13 @@ describe("HttpJournal over the app over a memory journal", () => {
     label: "http -> memory",
     durable: false,
     canReopen: true,
+    canChangeCapacity: true,
     runs: soakRequested() ? 2000 : 60,
     createSubject: async (options) => {
       const engine = memoryEngine();
       return {
         journal: overHttp(createJournal(engine, options), options),
-        reopen: async () => overHttp(createJournal(engine, options), options),
+        reopen: async (changed) => overHttp(createJournal(engine, { ...options, ...changed }), { ...options, ...changed }),
         close: () => engine.close(),
       };
     },

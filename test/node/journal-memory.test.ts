@@ -26,11 +26,12 @@ for (const { label, title, makeEngine } of variants) {
       label,
       durable: false,
       canReopen: true,
+      canChangeCapacity: true,
       createSubject: async (options) => {
         const engine = makeEngine();
         return {
           journal: createJournal(engine, options),
-          reopen: async () => createJournal(engine, options),
+          reopen: async (changed) => createJournal(engine, { ...options, ...changed }),
           close: () => engine.close(),
         };
       },

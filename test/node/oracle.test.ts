@@ -1,18 +1,22 @@
 // A harness self-check: the reference model passes its own conformance
 // examples, and the model-based case (oracle against oracle) runs clean.
 import { describe, it } from "vitest";
+import type { Capacity } from "../../src/index.js";
 import { JournalOracle, journalConformanceCases, type JournalSubjectFactory, soakRequested } from "../../src/testing/index.js";
 
 function oracleSubjects(durable: boolean): JournalSubjectFactory {
   return async ({ name, capacity, clock }) => {
     const journal = new JournalOracle({ name, capacity, clock, durable });
-    // The oracle is its own storage: a "new journal over the same storage" is the same instance.
-    return { journal, reopen: async () => journal, close: async () => {} };
+    // The oracle is its own storage: a "new journal over the same storage" is the same state
+    // (under other bounds when asked: `withCapacity`, chained from the latest one opened).
+    let latest = journal;
+    const reopen = async (changed?: { readonly capacity?: Capacity }) => (latest = latest.withCapacity(changed?.capacity ?? capacity));
+    return { journal, reopen, close: async () => {} };
   };
 }
 
 describe("JournalOracle against its own conformance suite", () => {
-  for (const c of journalConformanceCases({ label: "oracle", durable: false, canReopen: true, runs: soakRequested() ? 2000 : 50, createSubject: oracleSubjects(false) })) {
+  for (const c of journalConformanceCases({ label: "oracle", durable: false, canReopen: true, canChangeCapacity: true, runs: soakRequested() ? 2000 : 50, createSubject: oracleSubjects(false) })) {
     it(c.name, c.run, c.timeoutMs);
   }
 });

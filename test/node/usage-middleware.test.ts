@@ -1,19 +1,31 @@
 /**
  * `usageJournal`, the edge usage middleware: billing-grade requests are
- * journaled before their response and fail (503, nothing journaled) when the
- * append fails; a retried request with the same `x-request-id` is journaled
- * once; telemetry-grade requests never wait for the journal, and a failed
+ * journaled before their response and fail (nothing journaled) when the
+ * append fails, with the status of the error's code (503 + Retry-After only
+ * for what a retry may fix); a retried request with the same `x-request-id`
+ * is journaled once; a billing-grade middleware refuses a telemetry-grade
+ * journal; telemetry-grade requests never wait for the journal, and a failed
  * append is counted as dropped.
  */
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
-import { BackendError, BILLING_GRADE, createJournal, newRequestId, parseConsumerId, type UsageJournal } from "../../src/index.js";
+import { BackendError, BILLING_GRADE, createJournal, InvalidArgumentError, newRequestId, parseConsumerId, type Capacity, type UsageJournal } from "../../src/index.js";
 import { usageJournal, type UsageVariables } from "../../src/worker/index.js";
 
 const billing = parseConsumerId("billing");
 
-function appWith(journal: UsageJournal, mode: "billing_grade" | "telemetry_grade", onDropped?: (error: unknown) => void) {
+/**
+ * A journal over the memory engine that says it is billing-grade, standing in
+ * for a durable one (IndexedDB, Durable Objects): the middleware reads only
+ * `mode`, and the memory engine is the one a Node test has.
+ */
+function billingJournal(capacity: Capacity = BILLING_GRADE): UsageJournal {
+  const inner = createJournal(memoryEngine(), { name: "usage", capacity });
+  return new Proxy(inner, { get: (target, property, receiver) => (property === "mode" ? "billing_grade" : (Reflect.get(target, property, receiver) as unknown)) });
+}
+
+function appWith(journal: UsageJournal | (() => UsageJournal), mode: "billing_grade" | "telemetry_grade", onDropped?: (error: unknown) => void) {
   const app = new Hono<{ Variables: UsageVariables<{ tokens: number }> }>();
   const middleware = usageJournal<{ tokens: number }>({
     journal,
@@ -48,7 +60,7 @@ function faulty(inner: UsageJournal, behaviour: { fail?: boolean; hang?: Promise
 
 describe("usageJournal middleware", () => {
   it("billing_grade: the event is journaled before the response, with the request id on both", async () => {
-    const journal = createJournal(memoryEngine(), { name: "usage", capacity: BILLING_GRADE });
+    const journal = billingJournal();
     const { app, counters } = appWith(journal, "billing_grade");
     const response = await app.request("/api/complete", { method: "POST", headers: { "x-user": "u1" } });
     expect(response.status).toBe(200);
@@ -62,13 +74,13 @@ describe("usageJournal middleware", () => {
   });
 
   it("billing_grade: a failed append fails the request with 503 + Retry-After and leaves no event; the retry is billed once", async () => {
-    const journal = createJournal(memoryEngine(), { name: "usage", capacity: BILLING_GRADE });
+    const journal = billingJournal();
     const behaviour = { fail: true };
     const { app, counters } = appWith(faulty(journal, behaviour), "billing_grade");
     const id = newRequestId();
     const failed = await app.request("/api/complete", { method: "POST", headers: { "x-request-id": id } });
     expect([failed.status, failed.headers.get("retry-after")]).toEqual([503, "1"]);
-    expect(((await failed.json()) as { error: { code: string } }).error.code).toBe("backend");
+    expect(((await failed.json()) as { error: { code: string; retryable: boolean } }).error).toMatchObject({ code: "backend", retryable: true });
     expect((await journal.stats(billing)).pending).toBe(0);
     behaviour.fail = false;
     for (let i = 0; i < 2; i++) {
@@ -79,8 +91,63 @@ describe("usageJournal middleware", () => {
     expect(counters).toEqual({ appended: 2, dropped: 0, refused: 1 });
   });
 
+  it("billing_grade: a conflict (the same request id with other usage) is 409, not retryable, and no Retry-After", async () => {
+    const journal = billingJournal();
+    const { app, counters } = appWith(journal, "billing_grade");
+    const id = newRequestId();
+    expect((await app.request("/api/complete", { method: "POST", headers: { "x-request-id": id, "x-user": "u1" } })).status).toBe(200);
+    const reused = await app.request("/api/complete", { method: "POST", headers: { "x-request-id": id, "x-user": "u2" } });
+    expect([reused.status, reused.headers.get("retry-after"), reused.headers.get("x-request-id")]).toEqual([409, null, id]);
+    const body = (await reused.json()) as { error: { code: string; retryable: boolean; requestId: string; fields: unknown } };
+    expect(body.error).toMatchObject({ code: "conflict", retryable: false, requestId: id, fields: { key: id } });
+    expect(counters).toEqual({ appended: 1, dropped: 0, refused: 1 });
+  });
+
+  it("billing_grade: usage that is not a valid event is a 4xx, not retryable", async () => {
+    const { app } = appWith(billingJournal(), "billing_grade");
+    const invalid = await app.request("/api/complete", { method: "POST", headers: { "x-user": "u".repeat(300) } }); // subject over 256 characters
+    expect([invalid.status, invalid.headers.get("retry-after")]).toEqual([400, null]);
+    expect(((await invalid.json()) as { error: unknown }).error).toMatchObject({ code: "invalid_event", retryable: false });
+  });
+
+  it("billing_grade: a full journal is 503 + Retry-After, retryable", async () => {
+    const { app } = appWith(billingJournal({ ...BILLING_GRADE, maxEvents: 1 }), "billing_grade");
+    expect((await app.request("/api/complete", { method: "POST" })).status).toBe(200);
+    const full = await app.request("/api/complete", { method: "POST" });
+    expect([full.status, full.headers.get("retry-after")]).toEqual([503, "1"]);
+    expect(((await full.json()) as { error: unknown }).error).toMatchObject({ code: "at_capacity", retryable: true });
+  });
+
+  it("billing_grade: a backend failure that a retry will not fix is 500, not retryable", async () => {
+    const inner = billingJournal();
+    const journal = new Proxy(inner, {
+      get: (target, property, receiver) =>
+        property === "append" ? async () => Promise.reject(new BackendError("disk is corrupt", { retryable: false })) : (Reflect.get(target, property, receiver) as unknown),
+    });
+    const { app } = appWith(journal, "billing_grade");
+    const failed = await app.request("/api/complete", { method: "POST" });
+    expect([failed.status, failed.headers.get("retry-after")]).toEqual([500, null]);
+    expect(((await failed.json()) as { error: unknown }).error).toMatchObject({ code: "backend", retryable: false });
+  });
+
+  it("billing_grade over a telemetry_grade journal is refused: at construction, or per request when the journal comes from a function", async () => {
+    const telemetry = createJournal(memoryEngine(), { name: "usage", capacity: BILLING_GRADE });
+    expect(telemetry.mode).toBe("telemetry_grade");
+    const construct = () => usageJournal({ journal: telemetry, mode: "billing_grade", toRecord: () => null });
+    expect(construct).toThrow(InvalidArgumentError);
+    expect(construct).toThrow(expect.objectContaining({ code: "invalid_argument", argument: "journal" }) as Error);
+    expect(() => usageJournal({ journal: telemetry, mode: "telemetry_grade", toRecord: () => null })).not.toThrow();
+
+    const { app, counters } = appWith(() => telemetry, "billing_grade");
+    const answer = await app.request("/api/complete", { method: "POST" });
+    expect([answer.status, answer.headers.get("retry-after")]).toEqual([500, null]); // a misconfigured server: not the client's fault, not retryable
+    expect(((await answer.json()) as { error: unknown }).error).toMatchObject({ code: "backend", retryable: false });
+    expect((await telemetry.stats(billing)).pending).toBe(0); // not journaled, and the handler's response was not served
+    expect(counters).toEqual({ appended: 0, dropped: 0, refused: 1 });
+  });
+
   it("ignores an x-request-id that is not a UUIDv7 and mints one", async () => {
-    const journal = createJournal(memoryEngine(), { name: "usage", capacity: BILLING_GRADE });
+    const journal = billingJournal();
     const { app } = appWith(journal, "billing_grade");
     const response = await app.request("/api/complete", { method: "POST", headers: { "x-request-id": "not-an-id" } });
     expect(response.headers.get("x-request-id")).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);

@@ -25,11 +25,12 @@ describe("HttpJournal -> app -> partitioned journal (P = 1) in workerd", () => {
     label: "http -> partitioned P=1",
     durable: true,
     canReopen: true,
+    canChangeCapacity: true,
     runs: soakRequested() ? 1000 : 25,
     createSubject: async (options) => {
       const scope = `http-conformance-${scopes++}/`;
-      const open = () => {
-        const journal = new PartitionedJournal(env.PARTITIONS, { ...options, partitions: 1, scope });
+      const open = (changed: Partial<typeof options> = {}) => {
+        const journal = new PartitionedJournal(env.PARTITIONS, { ...options, ...changed, partitions: 1, scope });
         const app = createApp({
           journals: { [options.name]: journal },
           auditActor: "caller",
@@ -38,7 +39,7 @@ describe("HttpJournal -> app -> partitioned journal (P = 1) in workerd", () => {
         const fetch: FetchLike = async (url, init) => app.fetch(new Request(url, init));
         return new HttpJournal({ baseUrl: "http://isostore.test", journal: options.name, token: TOKEN, fetch, capacity: journal.capacity, mode: journal.mode, retry: { attempts: 1 } });
       };
-      return { journal: open(), reopen: async () => open(), close: async () => {} };
+      return { journal: open(), reopen: async (changed) => open(changed), close: async () => {} };
     },
   });
   for (const c of cases) it(c.name, c.run, c.timeoutMs);

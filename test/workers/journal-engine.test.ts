@@ -20,6 +20,7 @@ const cases = journalConformanceCases({
   label: "durable-objects engine",
   durable: true,
   canReopen: true,
+  canChangeCapacity: true,
   runs: soakRequested() ? 5000 : 200,
   createSubject: async (options) => {
     if (storage === null) throw new Error("a conformance case ran outside its object");
@@ -28,7 +29,7 @@ const cases = journalConformanceCases({
     host.sql.exec("DELETE FROM _isostore_kv");
     return {
       journal: createJournal(engine, options),
-      reopen: async () => createJournal(durableObjectEngine(host), options),
+      reopen: async (changed) => createJournal(durableObjectEngine(host), { ...options, ...changed }),
       close: () => engine.close(),
     };
   },

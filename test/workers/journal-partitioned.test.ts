@@ -12,6 +12,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PartitionedJournal } from "../../adapters/durable-objects/index.js";
+import type { Capacity } from "../../src/index.js";
 import { journalConformanceCases, type JournalSubjectFactory, soakRequested } from "../../src/testing/index.js";
 
 let scopes = 0;
@@ -19,13 +20,14 @@ let scopes = 0;
 function factory(partitions: number): JournalSubjectFactory {
   return async (options) => {
     const scope = `conformance-p${partitions}-${scopes++}/`;
-    const open = () => new PartitionedJournal(env.PARTITIONS, { ...options, partitions, scope });
-    return { journal: open(), reopen: async () => open(), close: async () => {} };
+    // A caller sends its capacity with every call: reopening under other bounds is a new caller's.
+    const open = (changed?: { readonly capacity?: Capacity }) => new PartitionedJournal(env.PARTITIONS, { ...options, ...changed, partitions, scope });
+    return { journal: open(), reopen: async (changed) => open(changed), close: async () => {} };
   };
 }
 
 describe("partitioned journal, P = 1", () => {
-  for (const c of journalConformanceCases({ label: "partitioned P=1", durable: true, canReopen: true, runs: soakRequested() ? 300 : 60, createSubject: factory(1) })) {
+  for (const c of journalConformanceCases({ label: "partitioned P=1", durable: true, canReopen: true, canChangeCapacity: true, runs: soakRequested() ? 300 : 60, createSubject: factory(1) })) {
     it(c.name, c.run, c.timeoutMs);
   }
 });
