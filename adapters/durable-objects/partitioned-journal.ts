@@ -109,8 +109,9 @@
  * positions, audit `seq`, capacity (`maxEvents`, `dropped`) and
  * opportunistic pruning are per partition, and `stats().capacity` is the
  * per-partition capacity; claim order across partitions is by `observedAt`,
- * not by one global position, and `oldestPendingAgeMs` is the largest
- * partition's; a request id whose event is no longer stored stays reserved
+ * not by one global position; `oldestPendingAgeMs` is the largest
+ * partition's (which is the journal's: each partition reports its earliest
+ * observed pending event); a request id whose event is no longer stored stays reserved
  * for its record up to `ID_SETTLE_MS` (above). With P = 1 every call is
  * forwarded unchanged (no registry), so the journal behaves exactly like
  * `createJournal` (the full conformance suite checks this).

@@ -417,26 +417,48 @@ class EngineJournal implements UsageJournal {
     return this.run("readonly", async (work) => {
       const meta = await work.meta();
       const base = { dropped: meta.dropped, capacity: this.capacity };
+      // The oldest pending event is the one observed earliest (a late replay included), read
+      // from the indexes by observedAt; data written before them is read in full (see Work.ageIndexed).
+      const indexed = await work.ageIndexed();
+      const age = (observedAt: number | null): number | null => (observedAt === null ? null : Math.max(0, now - observedAt));
       if (!meta.consumers.includes(id)) {
-        const [first] = await work.tx.scan<EventRow>({ prefix: work.layout.events() }, { limit: 1 });
-        const oldestPendingAgeMs = first ? Math.max(0, now - first.value.event.observedAt) : null;
-        return { pending: meta.stored, inFlight: 0, quarantined: 0, oldestPendingAgeMs, ...base };
+        let earliest: number | null = null;
+        if (indexed) {
+          const [first] = await work.tx.scan({ prefix: work.layout.observedAll() }, { limit: 1 });
+          if (first) earliest = first.key[first.key.length - 2] as number;
+        } else {
+          await work.walk<EventRow>({ prefix: work.layout.events() }, (entry) => {
+            if (earliest === null || entry.value.event.observedAt < earliest) earliest = entry.value.event.observedAt;
+            return true;
+          });
+        }
+        return { pending: meta.stored, inFlight: 0, quarantined: 0, oldestPendingAgeMs: age(earliest), ...base };
       }
       const row = await work.consumerRow(id);
       const leasedPrefix = work.layout.leasedAll(id);
       const lapsed = await work.tx.scan({ prefix: leasedPrefix, upper: [...leasedPrefix, now, Number.MAX_VALUE] });
       const inFlight = row.leased - lapsed.length;
-      let oldestPendingAgeMs: number | null = null;
-      await work.walk<UnfinishedRow>(
-        { prefix: work.layout.unfinishedAll(id) },
-        (entry) => {
-          if (inFlightAt(entry.value, now)) return true;
-          oldestPendingAgeMs = Math.max(0, now - entry.value.observedAt);
-          return false;
-        },
-        4,
-      );
-      return { pending: (await work.unfinishedCount(id)) - inFlight, inFlight, quarantined: row.quarantined, oldestPendingAgeMs, ...base };
+      let earliest: number | null = null;
+      if (indexed) {
+        // In observedAt order; only events in flight are passed over.
+        await work.walk(
+          { prefix: work.layout.unfinishedByAgeAll(id) },
+          async (entry) => {
+            const unfinished = await work.tx.get<UnfinishedRow>(work.layout.unfinished(id, lastPart(entry.key)));
+            if (unfinished === undefined) throw new Error(`journal layout is inconsistent: an age index entry without its unfinished row (position ${lastPart(entry.key)})`);
+            if (inFlightAt(unfinished, now)) return true;
+            earliest = unfinished.observedAt;
+            return false;
+          },
+          4,
+        );
+      } else {
+        await work.walk<UnfinishedRow>({ prefix: work.layout.unfinishedAll(id) }, (entry) => {
+          if (!inFlightAt(entry.value, now) && (earliest === null || entry.value.observedAt < earliest)) earliest = entry.value.observedAt;
+          return true;
+        });
+      }
+      return { pending: (await work.unfinishedCount(id)) - inFlight, inFlight, quarantined: row.quarantined, oldestPendingAgeMs: age(earliest), ...base };
     });
   }
 

@@ -16,10 +16,12 @@
  * | `e, pos` | {@link EventRow} | the event |
  * | `i, requestId` | position | idempotency index |
  * | `k, ns, subject, pos` | 0 | events of an ordering key in order (kept while a consumer is registered) |
+ * | `t, observedAt, pos` | 0 | every stored event by when it was observed (the oldest for stats) |
  * | `x, observedAt, pos` | 0 | delivered to every consumer (prunable after the window) |
  * | `o, pos` | 0 | neither delivered to all nor quarantined by anyone (drop candidates; kept while `MetaRow.openIndexed`) |
  * | `c, consumer` | {@link ConsumerRow} | per-consumer counters |
  * | `u, consumer, pos` | {@link UnfinishedRow} | unfinished event of a consumer |
+ * | `p, consumer, observedAt, pos` | 0 | the same unfinished events by when they were observed (the oldest pending for stats) |
  * | `f, consumer, pos` | {@link FinishedRow} | acked or discarded |
  * | `q, consumer, pos` | {@link QuarantineRow} | quarantined |
  * | `h, consumer, ns, subject` | {@link HeadRow} | the active event of a key |
@@ -66,6 +68,12 @@ export interface MetaRow {
   readonly auditSeq: number;
   /** Whether the `o` index (drop candidates) is kept; absent means kept. */
   readonly openIndexed?: boolean;
+  /**
+   * Whether the `t` and `p` indexes (events and unfinished events by
+   * observedAt) are kept; absent in data written before they existed: the
+   * first writing transaction builds them and sets it.
+   */
+  readonly agesIndexed?: boolean;
   /**
    * Whether every consumer row counts finished events (see {@link ConsumerRow});
    * absent in data written before: the first writing transaction converts the
@@ -164,6 +172,18 @@ export class Layout {
   }
   keyEvents(ns?: string, subject?: string): Key {
     return ns === undefined ? this.k("k") : this.k("k", ns, subject ?? "");
+  }
+  observed(observedAt: number, pos: number): Key {
+    return this.k("t", observedAt, pos);
+  }
+  observedAll(): Key {
+    return this.k("t");
+  }
+  unfinishedByAge(c: string, observedAt: number, pos: number): Key {
+    return this.k("p", c, observedAt, pos);
+  }
+  unfinishedByAgeAll(c: string): Key {
+    return this.k("p", c);
   }
   delivered(observedAt: number, pos: number): Key {
     return this.k("x", observedAt, pos);

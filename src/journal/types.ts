@@ -110,7 +110,11 @@ export interface JournalStats {
   readonly inFlight: number;
   /** Set aside as poison for this consumer, awaiting an operator. */
   readonly quarantined: number;
-  /** `now - observedAt` of the first-appended pending event; null when none is pending. */
+  /**
+   * `now - observedAt` (at least 0) of the pending event observed earliest,
+   * wherever it was appended (a late replay counts from when it happened):
+   * how far behind the consumer is. Null when none is pending.
+   */
   readonly oldestPendingAgeMs: number | null;
   /**
    * Events lost to `drop_oldest` (journal-wide), over the whole life of the

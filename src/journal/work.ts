@@ -143,13 +143,40 @@ export class Work {
       const row = (await this.tx.get<MetaRow>(this.layout.meta())) ?? this.emptyMeta();
       this.metaRow = row;
       if (row.countsFinished !== true && row.consumers.length > 0) await this.convertConsumerRows(row);
+      if (row.agesIndexed !== true && this.writable) await this.buildAgeIndexes();
     }
     return this.metaRow;
   }
 
+  /**
+   * Build the `t` and `p` indexes (events, and each consumer's unfinished
+   * events, by observedAt) over data written before they existed: one walk of
+   * the events and of each consumer's unfinished rows, once, in the first
+   * writing transaction. A readonly transaction reads such data without them
+   * (see `ageIndexed`).
+   */
+  private async buildAgeIndexes(): Promise<void> {
+    await this.walk<EventRow>({ prefix: this.layout.events() }, (entry) => {
+      this.tx.put(this.layout.observed(entry.value.event.observedAt, entry.value.position), 0);
+      return true;
+    });
+    for (const consumer of this.metaRow!.consumers) {
+      await this.walk<UnfinishedRow>({ prefix: this.layout.unfinishedAll(consumer) }, (entry) => {
+        this.tx.put(this.layout.unfinishedByAge(consumer, entry.value.observedAt, lastPart(entry.key)), 0);
+        return true;
+      });
+    }
+    this.setMeta({ agesIndexed: true });
+  }
+
+  /** Whether the `t` and `p` indexes are there to read (see {@link buildAgeIndexes}). */
+  async ageIndexed(): Promise<boolean> {
+    return (await this.meta()).agesIndexed === true;
+  }
+
   /** The meta row of a journal with no data: it keeps the `o` index only when its policy reads it. */
   private emptyMeta(): MetaRow {
-    return { ...EMPTY_META, openIndexed: this.capacity.policy === "drop_oldest", countsFinished: true };
+    return { ...EMPTY_META, openIndexed: this.capacity.policy === "drop_oldest", countsFinished: true, agesIndexed: true };
   }
 
   /**
@@ -600,6 +627,7 @@ export class Work {
     if (deferred) deferred.events.push(position);
     else this.tx.delete(this.layout.event(position));
     this.tx.delete(this.layout.id(event.id));
+    this.tx.delete(this.layout.observed(event.observedAt, position));
     // Always (cheap when absent): data written before `k` was conditional may hold it with no consumer.
     this.tx.delete(this.layout.keyEvent(namespace, subject, position));
     if (!deferred) this.tx.delete(this.layout.delivered(event.observedAt, position));
@@ -610,6 +638,7 @@ export class Work {
       const row = await this.tx.get<UnfinishedRow>(unfinishedKey);
       if (row) {
         this.tx.delete(unfinishedKey);
+        this.tx.delete(this.layout.unfinishedByAge(consumer, row.observedAt, position));
         await this.clearSlot(consumer, position, row, event.orderingKey);
         await this.leftBacklog(consumer, event, position, now);
       } else {
@@ -757,12 +786,14 @@ export class Work {
     const { namespace, subject } = event.orderingKey;
     this.tx.put(this.layout.event(position), { position, event } satisfies EventRow);
     this.tx.put(this.layout.id(event.id), position);
+    this.tx.put(this.layout.observed(event.observedAt, position), 0);
     if (meta.consumers.length > 0) this.tx.put(this.layout.keyEvent(namespace, subject, position), 0);
     if (meta.openIndexed !== false) this.tx.put(this.layout.open(position), 0);
     this.setMeta({ next: position + 1, stored: meta.stored + 1 });
     for (const consumer of meta.consumers) {
       const headKey = this.layout.head(consumer, namespace, subject);
       const fresh: UnfinishedRow = { attempts: 0, budgetBase: 0, availableAt: 0, history: [], observedAt: event.observedAt, slot: Slot.None };
+      this.tx.put(this.layout.unfinishedByAge(consumer, event.observedAt, position), 0);
       if (await this.tx.get(headKey)) {
         this.tx.put(this.layout.unfinished(consumer, position), fresh);
       } else {
@@ -791,6 +822,7 @@ export class Work {
       const { namespace, subject } = event.orderingKey;
       if (first) this.tx.put(this.layout.keyEvent(namespace, subject, position), 0);
       const row: UnfinishedRow = { attempts: 0, budgetBase: 0, availableAt: 0, history: [], observedAt: event.observedAt, slot: Slot.None };
+      this.tx.put(this.layout.unfinishedByAge(consumer, event.observedAt, position), 0);
       // JSON keeps the pair apart whatever characters the two parts hold.
       const keyText = JSON.stringify([namespace, subject]);
       if (seen.has(keyText)) {
@@ -892,6 +924,7 @@ export class Work {
     const history = inFlightAt(row, now) ? withOutcome(row.history, { kind: "acked", at: now }) : row.history;
     await this.clearSlot(consumer, position, row, event.orderingKey);
     this.tx.delete(this.layout.unfinished(consumer, position));
+    this.tx.delete(this.layout.unfinishedByAge(consumer, row.observedAt, position));
     this.tx.put(this.layout.finished(consumer, position), { status: "acked", history } satisfies FinishedRow);
     await this.bump(consumer, { finished: 1 });
     // Unfinished by this consumer, it was open or held; delivered to all now, it is neither.
@@ -918,6 +951,7 @@ export class Work {
     const history = inFlightAt(row, verdictAt) ? withOutcome(row.history, { kind: "quarantined", at, reason }) : row.history;
     await this.clearSlot(consumer, position, row, event.orderingKey);
     this.tx.delete(this.layout.unfinished(consumer, position));
+    this.tx.delete(this.layout.unfinishedByAge(consumer, row.observedAt, position));
     this.tx.put(this.layout.quarantined(consumer, position), {
       reason,
       quarantinedAt: at,
@@ -960,6 +994,7 @@ export class Work {
       observedAt: row.observedAt,
       slot: Slot.None,
     };
+    this.tx.put(this.layout.unfinishedByAge(consumer, row.observedAt, position), 0);
     const { namespace, subject } = event.orderingKey;
     const headKey = this.layout.head(consumer, namespace, subject);
     const head = await this.tx.get<HeadRow>(headKey);

@@ -880,7 +880,7 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     for (const n of [1, 2, 3]) await journal.append(usage(n, `user-${n}`, t0 - n));
     for (const d of await journal.claim(billing, lease(time))) await journal.ack(d.id);
     expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null }), "billing is done");
-    expectEqual(await journal.stats(warehouse), stats(capacity, { pending: 3, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 1 }), "warehouse sees three");
+    expectEqual(await journal.stats(warehouse), stats(capacity, { pending: 3, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 3 }), "warehouse sees three, the earliest observed 3 ms ago");
     expectEqual(handed(await journal.claim(warehouse, lease(time))), [`${rid(1)}#1`, `${rid(2)}#1`, `${rid(3)}#1`], "and gets all three");
     expectEqual(await journal.prune({ now: t0 + 2 * DAY_MS }), { pruned: 0 }, "warehouse holds retention open");
   });
@@ -898,6 +898,28 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     expectEqual((await journal.stats(billing)).oldestPendingAgeMs, 60, "the age grows with the clock");
     time.advance(1000);
     expectEqual(await journal.stats(billing), stats(capacity, { pending: 3, inFlight: 0, quarantined: 1, oldestPendingAgeMs: 1110 }), "after the leases ran out");
+  });
+
+  example("the oldest pending age is that of the event observed earliest: a late replay counts from when it happened", {}, async ({ journal, time, t0, capacity }) => {
+    await journal.append(usage(1, "alpha", t0 - 1_000));
+    await journal.append(usage(2, "beta", t0 - 2 * DAY_MS)); // replayed two days late, appended after event 1
+    await journal.append(usage(3, "gamma", t0 - 10));
+    expectEqual((await journal.stats(billing)).oldestPendingAgeMs, 2 * DAY_MS, "not registered: the replay is the oldest stored event");
+    const first = await journal.claim(billing, lease(time, 100, 1));
+    expectEqual(handed(first), [`${rid(1)}#1`], "claims go by position");
+    expectEqual((await journal.stats(billing)).oldestPendingAgeMs, 2 * DAY_MS, "the replay is still pending, and the oldest");
+    const replay = await journal.claim(billing, lease(time, 100, 1));
+    expectEqual(handed(replay), [`${rid(2)}#1`], "the replay is claimed next");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 1, inFlight: 2, quarantined: 0, oldestPendingAgeMs: 10 }), "in flight does not count as pending");
+    await journal.ack(replay[0]!.id);
+    time.advance(200); // event 1's lease ran out: pending again
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 2, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 1_200 }), "acked ones leave; expired leases are pending again");
+    const again = await journal.claim(billing, lease(time, 100, 10));
+    expectEqual(handed(again), [`${rid(1)}#2`, `${rid(3)}#1`], "both claimed");
+    await journal.quarantine(again[0]!.id, "malformed");
+    expectEqual((await journal.stats(billing)).oldestPendingAgeMs, null, "quarantined and in flight: nothing pending");
+    await journal.release(billing, rid(1), { now: time.now });
+    expectEqual((await journal.stats(billing)).oldestPendingAgeMs, 1_200, "released, it is pending again with its own age");
   });
 
   // -------------------------------------------------------------- input

@@ -191,6 +191,14 @@ function latestAttempt(status: DeliveryStatus): StoredAttempt | undefined {
   return status.history[status.history.length - 1];
 }
 
+
+/** `max(0, t - observedAt)` of the event observed earliest among `events`, or `null` when there is none. */
+function ageOfOldest(events: readonly StoredEvent[], t: number): number | null {
+  let earliest: number | null = null;
+  for (const stored of events) if (earliest === null || stored.event.observedAt < earliest) earliest = stored.event.observedAt;
+  return earliest === null ? null : Math.max(0, t - earliest);
+}
+
 /** "In flight at time t": unfinished, latest attempt without outcome, lease not run out. */
 function isInFlight(status: DeliveryStatus, t: number): boolean {
   const latest = latestAttempt(status);
@@ -560,39 +568,42 @@ export class JournalOracle implements UsageJournal {
 
   // --------------------------------------------------------------- reading
 
-  /** Section "stats(consumer)". */
+  /**
+   * Section "stats(consumer)". The oldest pending event is the one observed
+   * earliest (a late replay appended after newer events is the oldest: its
+   * age is how far behind the bill is), whatever its position.
+   */
   async stats(consumer: ConsumerId): Promise<JournalStats> {
     const c = parseConsumerId(consumer);
     const t = this.clock();
     const common = { dropped: this.state.dropped, capacity: this.capacity };
     if (!this.isRegistered(c)) {
       // Stats never registers: the whole stored backlog is this consumer's depth.
-      const first = this.state.events[0];
       return {
         pending: this.state.events.length,
         inFlight: 0,
         quarantined: 0,
-        oldestPendingAgeMs: first === undefined ? null : Math.max(0, t - first.event.observedAt),
+        oldestPendingAgeMs: ageOfOldest(this.state.events, t),
         ...common,
       };
     }
     let unfinished = 0;
     let inFlight = 0;
     let quarantined = 0;
-    let oldestPending: StoredEvent | undefined;
+    const pending: StoredEvent[] = [];
     for (const stored of this.state.events) {
       const status = this.statusOf(c, stored.position);
       if (status.state === "quarantined") quarantined += 1;
       if (status.state !== "unfinished") continue;
       unfinished += 1;
       if (isInFlight(status, t)) inFlight += 1;
-      else if (oldestPending === undefined) oldestPending = stored;
+      else pending.push(stored);
     }
     return {
       pending: unfinished - inFlight,
       inFlight,
       quarantined,
-      oldestPendingAgeMs: oldestPending === undefined ? null : Math.max(0, t - oldestPending.event.observedAt),
+      oldestPendingAgeMs: ageOfOldest(pending, t),
       ...common,
     };
   }

@@ -55,7 +55,8 @@ const PER_PARTITION_BY_DESIGN: Record<string, string> = {
   "drop_oldest never drops a quarantined event; an all-poison journal refuses": "capacity and positions are per partition",
   "prune with a limit forgets the events observed first": "prune visits partitions in turn",
   "appending and claiming prune at most 8 finished events on the way, once per batch": "opportunistic pruning is per partition",
-  "a new consumer sees the whole retained backlog as its own depth": "oldestPendingAgeMs is the largest of the partitions'",
+  "a new consumer sees the whole retained backlog as its own depth": "claim order across partitions is by observedAt",
+  "the oldest pending age is that of the event observed earliest: a late replay counts from when it happened": "claim order across partitions is by observedAt",
   "appendBatch is per-event: a bad event is rejected, the rest accepted": "capacity and positions are per partition",
   "a new journal over the same storage continues where the old one stopped": "positions are per partition",
 };
