@@ -11,9 +11,13 @@
  *   IndexedDB request costs about the same whatever it carries: a
  *   transaction writing hundreds of neighbouring rows stores a few pages
  *   (layout in `IndexedDbEngineSchema`, an `idb` `DBSchema`);
- * - pages read are cached per engine and trusted only while the database's
- *   version counter (bumped by every writing transaction, in any tab) is the
- *   one they were read at;
+ * - a small commit is one request: its changes are stored as one record of
+ *   a log, and a later commit writes the log's changes into the pages
+ *   (a checkpoint) once it holds 128 records or 256 KB;
+ * - pages read are cached per engine with the log after them, at the
+ *   database version (one per writing transaction, in any tab) they were read
+ *   at; a transaction that finds a newer version reads the log records after
+ *   it, so another tab's writes are never read stale;
  * - every `transact` is exactly one IndexedDB transaction that commits or
  *   aborts as a whole, and resolves only after its `complete` event;
  * - `durability: "strict"` (the default) flushes a commit to disk before

@@ -9,9 +9,9 @@
  * that always had them, before and after more traffic.
  */
 import { describe, expect, it } from "vitest";
-import { memoryEngine } from "../../adapters/memory/index.js";
 import type { Engine } from "../../src/engine.js";
-import { createJournal, createUsageEvent, newRequestId, parseConsumerId, type Capacity, type UsageJournal } from "../../src/index.js";
+import { createUsageEvent, newRequestId, parseConsumerId, type Capacity, type UsageJournal } from "../../src/index.js";
+import { legacyTwins } from "./support/legacy-twins.js";
 
 const capacity: Capacity = { maxEvents: 100, maxDeliveryAttempts: 3, retainAcknowledgedMs: 10_000, policy: "refuse" };
 const billing = parseConsumerId("billing");
@@ -49,28 +49,19 @@ async function indexRows(engine: Engine, name: string): Promise<number[]> {
 
 describe("journals written before the indexes by observedAt", () => {
   it("report the age of the earliest observed pending event, and the first write builds the indexes", async () => {
-    let time = t0 + 100;
-    const now = () => time;
-    const legacyEngine = memoryEngine();
-    const plainEngine = memoryEngine();
-    const legacy = createJournal(legacyEngine, { name: "usage", capacity, clock: now });
-    const plain = createJournal(plainEngine, { name: "usage", capacity, clock: now });
-    await traffic(legacy, now, 0);
-    await traffic(plain, now, 0);
-    await withoutAgeIndexes(legacyEngine, "usage");
-    const reopened = createJournal(legacyEngine, { name: "usage", capacity, clock: now });
+    const twins = await legacyTwins(capacity, t0 + 100, (journal, now) => traffic(journal, now, 0), withoutAgeIndexes);
+    const { reopened, plain, legacyEngine, plainEngine, now } = twins;
     const stats = async (journal: UsageJournal) => [await journal.stats(billing), await journal.stats(audit)];
     const expected = await stats(plain);
     // The late replays are the oldest: registered (billing) and not (audit).
     expect(expected.map((s) => s.oldestPendingAgeMs)).toEqual([5_108, 5_108]);
     expect(await stats(reopened)).toEqual(expected);
     expect(await indexRows(legacyEngine, "usage")).toEqual([0, 0]); // stats only read
-    time += 500;
+    twins.advance(500);
     await traffic(reopened, now, 100);
     await traffic(plain, now, 100);
     expect(await stats(reopened)).toEqual(await stats(plain));
     expect(await indexRows(legacyEngine, "usage")).toEqual(await indexRows(plainEngine, "usage"));
-    await legacyEngine.close();
-    await plainEngine.close();
+    await twins.close();
   });
 });

@@ -15,6 +15,7 @@ import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import type { Engine } from "../../src/engine.js";
 import { createJournal, createUsageEvent, newRequestId, parseConsumerId, type Capacity, type UsageJournal } from "../../src/index.js";
+import { legacyTwins } from "./support/legacy-twins.js";
 
 const capacity: Capacity = { maxEvents: 100, maxDeliveryAttempts: 3, retainAcknowledgedMs: 10_000, policy: "refuse" };
 const consumers = [parseConsumerId("billing"), parseConsumerId("audit")];
@@ -57,26 +58,17 @@ async function statsOf(journal: UsageJournal): Promise<unknown[]> {
 
 describe("consumer rows in the old shape (unfinished instead of finished)", () => {
   it("are read as what they counted, and the journal goes on exactly as one that never had them", async () => {
-    let time = t0 + 100;
-    const now = () => time;
-    const legacyEngine = memoryEngine();
-    const plainEngine = memoryEngine();
-    const legacy = createJournal(legacyEngine, { name: "usage", capacity, clock: now });
-    const plain = createJournal(plainEngine, { name: "usage", capacity, clock: now });
-    await traffic(legacy, now, 0);
-    await traffic(plain, now, 0);
-    await toLegacyRows(legacyEngine, "usage");
-    const reopened = createJournal(legacyEngine, { name: "usage", capacity, clock: now });
+    const twins = await legacyTwins(capacity, t0 + 100, (journal, now) => traffic(journal, now, 0), toLegacyRows);
+    const { reopened, plain, now } = twins;
     expect(await statsOf(reopened)).toEqual(await statsOf(plain));
     // More traffic, past the retention window so finished events are pruned.
-    time += 20_000;
+    twins.advance(20_000);
     await traffic(reopened, now, 100);
     await traffic(plain, now, 100);
     expect(await statsOf(reopened)).toEqual(await statsOf(plain));
     const pending = await statsOf(plain);
     expect(pending.map((stats) => (stats as { pending: number }).pending).every((count) => count > 0)).toBe(true);
-    await legacyEngine.close();
-    await plainEngine.close();
+    await twins.close();
   });
 
   it("are all converted by the first writing transaction, so later appends (which no longer touch them) cannot leave one stale", async () => {
