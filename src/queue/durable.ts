@@ -200,19 +200,26 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
     );
   }
 
-  /** As `EventQueue.consume`, journaled first. */
+  /**
+   * As `EventQueue.consume`, journaled first. When this instance knows of no
+   * queued item it reads the ledger's newer records first, so items another
+   * instance over the same ledger enqueued are handed out too (a queued item
+   * it knows of is claimed by a conditional append, which fails and re-reads
+   * when another instance wrote meanwhile).
+   */
   async consume(options?: CallOptions): Promise<QueueItem | undefined> {
     throwIfAborted(options);
-    return this.serialize(() =>
-      this.journal<QueueItem | undefined>(
+    return this.serialize(async () => {
+      if (this.state.peek() === undefined) await this.catchUp(options);
+      return this.journal<QueueItem | undefined>(
         () => {
           const head = this.state.peek();
           return head === undefined ? { done: undefined } : { header: { v: 1, op: "consume", id: head.id } };
         },
         (item) => item && { id: item.id, key: item.key, payload: copyBytes(item.payload) },
         options,
-      ),
-    );
+      );
+    });
   }
 
   stats(): QueueStats<L> {

@@ -224,6 +224,16 @@ export function queueExampleCases(options: QueueConformanceOptions): Conformance
       const rebuilt = await open();
       expectEqual([rebuilt.len(), rebuilt.stats()], [0, { signal_enqueued: 3, signal_consumed: 3, signal_shed: 0, signal_duplicates: 0 }], "three handed out, once each");
     }),
+    withLedger("ledger-backed: a queue hands out items another queue over the same ledger enqueued after it opened", async (ledger) => {
+      const producer = await EventQueue.fromLedger(ledger(), "q/split", "signal", 10);
+      const consumer = await EventQueue.fromLedger(ledger(), "q/split", "signal", 10);
+      expectEqual(await consumer.consume(), undefined, "nothing yet");
+      await producer.enqueue("a", p(1), T0);
+      await producer.enqueue("b", p(2), T0);
+      expectEqual(await consumer.consume(), { id: 1, key: "a", payload: p(1) }, "the producer's first item");
+      expectEqual(await producer.consume(), { id: 2, key: "b", payload: p(2) }, "the producer, behind, catches up and takes the next");
+      expectEqual(await consumer.consume(), undefined, "each item once");
+    }),
     withLedger("ledger-backed: the same call from two queues at once is journaled, and counted, twice", async (ledger) => {
       const open = () => EventQueue.fromLedger(ledger(), "q/twins", "approval", 1);
       await (await open()).enqueue("k", p(1), T0);
