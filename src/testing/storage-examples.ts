@@ -8,9 +8,10 @@ import { appendDefinite, readRecord, type Ledger, type LedgerCursor, type Ledger
 import { contentAddress, readAll, BLOB_CHUNK_BYTES } from "../storage/blobs.js";
 import { createComposite } from "../storage/composite.js";
 import { AmbiguousError, ConflictError } from "../storage/errors.js";
+import { MAX_KV_VALUE_BYTES } from "../storage/kv.js";
 import { validateName } from "../storage/names.js";
 import { createStore, type Store } from "../storage/store.js";
-import { newByteStream, type ByteStream } from "../storage/web.js";
+import { newAbortController, newByteStream, sameBytes, type ByteStream, type ByteStreamReader } from "../storage/web.js";
 import type { ConformanceCase } from "./journal-conformance.js";
 import { describeStorageError, renderStorage, settleStorage } from "./storage-compare.js";
 import type { StorageConformanceOptions } from "./storage-conformance.js";
@@ -271,6 +272,51 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
       await taker.release();
       await lease.release();
     }),
+    ex("lease: a grant expires at acquire time + ttl exactly: 1 ms before, the holder holds and a competitor is refused; at that instant, the holder's fenced writes are LeaseLostError and a competitor is granted", async ({ store, other, time }) => {
+      const grantedAt = time.now;
+      const lease = await store.leaser.acquire("job"); // ttl 3 s, and no renewal runs: the scheduler is never advanced
+      const fence = { lease: "job", epoch: lease.epoch };
+      const lost = { error: "LeaseLostError", code: "lease_lost", name: "job", epoch: 1 };
+
+      time.now = grantedAt + 3_000 - 1;
+      await store.leaser.assertHeld("job", lease.epoch);
+      await store.ledger.append("out", 0, bytes(1), { fence });
+      await store.kv.put("state", 0, bytes(1), { fence });
+      await expectRejects(() => other.leaser.acquire("job"), { error: "LeaseHeldError", code: "lease_held", name: "job", holderEpoch: 1 }, "a competitor 1 ms before expiry");
+
+      time.now = grantedAt + 3_000;
+      await expectRejects(() => store.ledger.append("out", 1, bytes(2), { fence }), lost, "fenced append at the expiry instant");
+      await expectRejects(() => store.kv.put("state", 1, bytes(2), { fence }), lost, "fenced put at the expiry instant");
+      await expectRejects(() => store.leaser.assertHeld("job", lease.epoch), lost, "assertHeld at the expiry instant");
+      const taker = await other.leaser.acquire("job");
+      expectEqual(taker.epoch, 2, "the competitor is granted at the expiry instant");
+      expectEqual([await store.ledger.tip("out"), (await store.kv.get("state")).value], [1, bytes(1)], "only the writes made before expiry landed");
+      await taker.release();
+      await lease.release();
+    }),
+    ex("lease: a fenced ledger.delete or kv.delete by a holder whose lease expired or was taken over is LeaseLostError and deletes nothing", async ({ store, other, time }) => {
+      const lease = await store.leaser.acquire("job");
+      const fence = { lease: "job", epoch: lease.epoch };
+      await store.ledger.append("out", 0, bytes(1), { fence });
+      await store.kv.put("state", 0, bytes(1), { fence });
+      const lost = { error: "LeaseLostError", code: "lease_lost", name: "job", epoch: 1 };
+
+      time.now += 10_000; // the holder stalled past its expiry; nobody else holds the lease
+      await expectRejects(() => store.ledger.delete("out", { fence }), lost, "fenced ledger.delete after expiry");
+      await expectRejects(() => store.kv.delete("state", { fence }), lost, "fenced kv.delete after expiry");
+      const taker = await other.leaser.acquire("job");
+      await expectRejects(() => store.ledger.delete("out", { fence }), lost, "fenced ledger.delete after takeover");
+      await expectRejects(() => store.kv.delete("state", { fence }), lost, "fenced kv.delete after takeover");
+      expectEqual(await drain(await store.ledger.read("out", 1)), [{ seq: 1, payload: bytes(1) }], "the ledger is untouched");
+      expectEqual((await store.kv.get("state")).value, bytes(1), "the key is untouched");
+
+      const current = { lease: "job", epoch: taker.epoch }; // the live holder's fenced deletes do delete
+      await store.ledger.delete("out", { fence: current });
+      await store.kv.delete("state", { fence: current });
+      expectEqual([await store.ledger.tip("out"), await store.kv.keys("")], [0, []], "deleted by the live holder");
+      await taker.release();
+      await lease.release();
+    }),
     // ---------------------------------------------------------- KV
     ex("kv: put with expectedRev 0 requires the key to be absent; a mismatch is RevisionConflictError", async ({ store }) => {
       const rev = await store.kv.put("k", 0, bytes(1));
@@ -302,6 +348,21 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
       expectEqual(await store.kv.keys("b/"), ["b/1", "b/10", "b/2"], "prefix b/");
       expectEqual(await store.kv.keys("b/1"), ["b/1", "b/10"], "prefix b/1");
     }),
+    ex("kv: a value is at most MAX_KV_VALUE_BYTES (1 MiB): one byte more is InvalidArgumentError { argument: value } and changes nothing; exactly the limit is accepted", async ({ store }) => {
+      const atLimit = new Uint8Array(MAX_KV_VALUE_BYTES).map((_, i) => i % 251);
+      const over = new Uint8Array(MAX_KV_VALUE_BYTES + 1);
+      const tooLarge = { error: "InvalidArgumentError", code: "invalid_argument", argument: "value" };
+      await expectRejects(() => store.kv.put("big", 0, over), tooLarge, "create one byte over the limit");
+      expectEqual(await store.kv.keys(""), [], "nothing created");
+      const rev = await store.kv.put("big", 0, bytes(1));
+      await expectRejects(() => store.kv.put("big", rev, over), tooLarge, "update one byte over the limit");
+      expectEqual(await store.kv.get("big"), { value: bytes(1), rev }, "value and revision unchanged");
+      const next = await store.kv.put("big", rev, atLimit); // still at `rev`: the refused update moved nothing
+      const stored = await store.kv.get("big");
+      if (stored.rev !== next || !sameBytes(stored.value, atLimit)) {
+        fail("a value of exactly the limit is stored whole", { rev: next, bytes: atLimit.length }, { rev: stored.rev, bytes: stored.value.length });
+      }
+    }),
     // ---------------------------------------------------------- blobs
     ex("blobs: the same bytes again is a no-op success; different bytes are BlobConflictError and the original stays", async ({ store }) => {
       const content = new Uint8Array(BLOB_CHUNK_BYTES * 2 + 17).map((_, i) => i % 251);
@@ -320,6 +381,29 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
       const sizes: number[] = [];
       for (let step = await reader.read(); !step.done; step = await reader.read()) sizes.push(step.value.length);
       expectEqual(sizes, [BLOB_CHUNK_BYTES, BLOB_CHUNK_BYTES, BLOB_CHUNK_BYTES, 1], "chunk sizes");
+    }),
+    ex("blobs: a stream read while its blob is deleted or replaced errors with BlobNotFoundError rather than mixing contents", async ({ store }) => {
+      const old = new Uint8Array(BLOB_CHUNK_BYTES * 2 + 1).fill(1); // three chunks
+      const replacement = new Uint8Array(BLOB_CHUNK_BYTES * 2 + 1).fill(2);
+      const notFound = { error: "BlobNotFoundError", code: "blob_not_found", key: "snap/1" };
+      const openAndReadFirstChunk = async (what: string): Promise<ByteStreamReader> => {
+        const reader = ((await store.blobs.get("snap/1")) as ByteStream).getReader();
+        const step = await reader.read();
+        if (step.done || !sameBytes(step.value, old.subarray(0, BLOB_CHUNK_BYTES))) fail(`${what}: the first chunk is the old content's`, old.subarray(0, BLOB_CHUNK_BYTES), step);
+        return reader;
+      };
+
+      await store.blobs.put("snap/1", old);
+      const deletedWhileRead = await openAndReadFirstChunk("deleted");
+      await store.blobs.delete("snap/1");
+      await expectRejects(() => deletedWhileRead.read(), notFound, "the next chunk of a deleted blob");
+
+      await store.blobs.put("snap/1", old);
+      const replacedWhileRead = await openAndReadFirstChunk("replaced");
+      await store.blobs.delete("snap/1");
+      await store.blobs.put("snap/1", replacement);
+      await expectRejects(() => replacedWhileRead.read(), notFound, "the next chunk of a replaced blob (never the new content's)");
+      expectEqual(await contentAddress(await readAll(await store.blobs.get("snap/1"))), await contentAddress(replacement), "a new read sees the replacement whole");
     }),
     ex("blobs: get of an absent key is BlobNotFoundError; delete is idempotent; list(prefix) is sorted", async ({ store }) => {
       await expectRejects(() => store.blobs.get("nope"), { error: "BlobNotFoundError", code: "blob_not_found", key: "nope" }, "get");
@@ -393,6 +477,31 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
       }
       expectEqual([await store.ledger.tip("log"), await store.kv.keys(""), await store.blobs.list("")], [0, [], []], "nothing changed");
       await store.leaser.acquire("job").then((lease) => lease.release());
+    }),
+    ex("options: an already-aborted signal on blobs.get, blobs.delete, blobs.list, leaser.assertHeld and lease.release rejects with its reason and changes nothing", async ({ store, other }) => {
+      await store.blobs.put("b", bytes(1, 2));
+      const lease = await store.leaser.acquire("job");
+      const reason = new Error("stop");
+      const controller = newAbortController();
+      controller.abort(reason);
+      const { signal } = controller;
+      const calls: [string, () => unknown][] = [
+        ["blobs.get", () => store.blobs.get("b", { signal })],
+        ["blobs.delete", () => store.blobs.delete("b", { signal })],
+        ["blobs.list", () => store.blobs.list("", { signal })],
+        ["leaser.assertHeld", () => store.leaser.assertHeld("job", lease.epoch, { signal })],
+        ["lease.release", () => lease.release({ signal })],
+      ];
+      for (const [what, call] of calls) {
+        const outcome = await settleStorage(call);
+        if (outcome.ok || outcome.error !== reason) fail(`${what} rejects with the signal's reason`, "the reason", outcome);
+      }
+      expectEqual(await readAll(await store.blobs.get("b")), bytes(1, 2), "the blob is still there");
+      expectEqual(lease.signal.aborted, false, "the holder's signal did not abort: it still holds");
+      await store.leaser.assertHeld("job", lease.epoch);
+      await expectRejects(() => other.leaser.acquire("job"), { error: "LeaseHeldError", holderEpoch: lease.epoch }, "the lease is still held");
+      await lease.release();
+      await other.leaser.acquire("job").then((next) => next.release());
     }),
     // ---------------------------------------------------------- composite
     ex("composite: missing parts are named in field order; requireOrderedIndex", async ({ store }) => {
