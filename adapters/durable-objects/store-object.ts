@@ -58,6 +58,7 @@ import type { KvEntry } from "../../src/storage/kv.js";
 import { DEFAULT_LEASE_TTL_MS, type Lease } from "../../src/storage/leaser.js";
 import type { LedgerRecord } from "../../src/storage/ledger.js";
 import { validateName, validatePrefix } from "../../src/storage/names.js";
+import { throwIfAborted, type CallOptions } from "../../src/storage/options.js";
 import type { CreateOrderedResult, Due, DuePage, OrderedId, OrderedPage, OrderedRecord, RankedPage, Rank } from "../../src/storage/ordered/types.js";
 import { createStore, type Store } from "../../src/storage/store.js";
 import { checkCount } from "../../src/storage/transaction.js";
@@ -370,7 +371,10 @@ function fenced(fence: LeaseFence | undefined): { fence?: LeaseFence } {
  * no-op, of other bytes `BlobConflictError`. The check and the write are one
  * step per key here (a per-key queue in this object, the prefix's only
  * writer), since R2 has no put-if-absent; the content's SHA-256 is kept in
- * the object's custom metadata and checked by R2 on upload.
+ * the object's custom metadata and checked by R2 on upload. An already
+ * aborted signal refuses a call before it changes anything (as the engine's
+ * blobs do; signals do not cross the object's RPC, so this serves code in
+ * the object).
  */
 class R2Blobs implements Blobs {
   private readonly queues = new Map<string, Promise<unknown>>();
@@ -392,12 +396,14 @@ class R2Blobs implements Blobs {
     return run;
   }
 
-  async put(key: string, content: ByteStream | Uint8Array): Promise<void> {
+  async put(key: string, content: ByteStream | Uint8Array, options?: CallOptions): Promise<void> {
     validateName(key);
+    throwIfAborted(options);
     const bytes = isBytes(content) ? copyBytes(content) : await readAll(content, MAX_BLOB_BYTES);
     if (bytes.length > MAX_BLOB_BYTES) throw new InvalidArgumentError("content", `exceeds ${MAX_BLOB_BYTES} bytes`);
     const digest = toHex(await sha256(bytes));
     await this.serial(key, async () => {
+      throwIfAborted(options);
       const existing = await r2("blobs.put", () => this.bucket.head(this.prefix + key));
       if (existing !== null) {
         if (existing.customMetadata?.["sha256"] === digest && existing.size === bytes.length) return;
@@ -407,20 +413,26 @@ class R2Blobs implements Blobs {
     });
   }
 
-  async get(key: string): Promise<ReadableStream> {
+  async get(key: string, options?: CallOptions): Promise<ReadableStream> {
     validateName(key);
+    throwIfAborted(options);
     const object = await this.serial(key, () => r2("blobs.get", () => this.bucket.get(this.prefix + key)));
     if (object === null) throw new BlobNotFoundError(key);
     return object.body;
   }
 
-  async delete(key: string): Promise<void> {
+  async delete(key: string, options?: CallOptions): Promise<void> {
     validateName(key);
-    await this.serial(key, () => r2("blobs.delete", () => this.bucket.delete(this.prefix + key)));
+    throwIfAborted(options);
+    await this.serial(key, () => {
+      throwIfAborted(options);
+      return r2("blobs.delete", () => this.bucket.delete(this.prefix + key));
+    });
   }
 
-  async list(prefix: string): Promise<string[]> {
+  async list(prefix: string, options?: CallOptions): Promise<string[]> {
     validatePrefix(prefix);
+    throwIfAborted(options);
     const keys: string[] = [];
     let cursor: string | undefined;
     for (;;) {

@@ -4,8 +4,10 @@
  * both backings: `STORES` (R2, the `STORE_BLOBS` bucket) and `STORES_SQL`
  * (the same class shown no bucket: blobs in SQLite).
  */
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import type { Store } from "../../src/storage/store.js";
 
 const bytes = (...values: number[]) => new Uint8Array(values);
 const text = (value: string) => new TextEncoder().encode(value);
@@ -130,6 +132,23 @@ describe("StoreObject over RPC", () => {
       expect(inBucket).toEqual(backing === "R2" ? [`${ns.idFromName("blobs").toString()}/snap/b`] : []);
     });
   }
+
+  it("blobs (R2): an already aborted signal refuses put, get, delete and list before anything changes", async () => {
+    const stub = env.STORES.get(env.STORES.idFromName("blobs-abort"));
+    ok(await stub.blobPut("app", "kept", text("kept")));
+    await runInDurableObject(stub, async (instance) => {
+      const store = await (instance as unknown as { open(name: string): Promise<Store> }).open("app");
+      const controller = new AbortController();
+      const reason = new Error("stop");
+      controller.abort(reason);
+      const options = { signal: controller.signal };
+      await expect(store.blobs.put("new", text("new"), options)).rejects.toBe(reason);
+      await expect(store.blobs.get("kept", options)).rejects.toBe(reason);
+      await expect(store.blobs.delete("kept", options)).rejects.toBe(reason);
+      await expect(store.blobs.list("", options)).rejects.toBe(reason);
+      expect(await store.blobs.list("")).toEqual(["kept"]);
+    });
+  });
 
   it("leases: held, fenced writes, release", async () => {
     const stub = stores("leases");
