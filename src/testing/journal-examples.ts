@@ -4,7 +4,7 @@
  * factory and a hand-driven clock, each asserting concrete values so that a
  * wrong implementation fails with a message naming the guarantee it broke.
  */
-import { createUsageEvent, parseConsumerId } from "../journal/event.js";
+import { BILLING_GRADE, createUsageEvent, parseConsumerId } from "../journal/event.js";
 import type { Capacity, ConsumerId, Delivery, DeliveryId, JsonValue, UsageEvent, UsageJournal } from "../journal/types.js";
 import { deepEqual, describeError, render, settle } from "./compare.js";
 import type { ConformanceCase, JournalConformanceOptions, JournalSubject } from "./journal-conformance.js";
@@ -187,6 +187,52 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     expectEqual(await journal.stats(billing), stats(capacity, { pending: 1, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 0 }), "one event stored");
     const deliveries = await journal.claim(billing, lease(time));
     expectEqual(only(deliveries, "claim").event.record, { requestId: rid(1), namespace: "acme", subject: "user-1", data: { tokens: 42 } }, "the stored record");
+  });
+
+  example("a different namespace under the same request id is a conflict, even with the same subject and data", {}, async ({ journal, time, t0, capacity }) => {
+    const original = usage(1, "user-1", t0, { tokens: 42 });
+    const elsewhere = createUsageEvent({ record: { requestId: rid(1), namespace: "globex", subject: "user-1", data: { tokens: 42 } }, observedAt: t0 });
+    expectEqual(await journal.append(original), { status: "accepted", position: 1 }, "first append, in namespace acme");
+    await expectRejects(() => journal.append(elsewhere), conflict(rid(1)), "the same request id, subject and data in namespace globex");
+    expectEqual(await journal.appendBatch([elsewhere]), [{ status: "rejected", error: conflict(rid(1)) }], "the same in a batch");
+    expectEqual(await journal.append(original), { status: "already_present", position: 1 }, "the original fact is still recognised");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 1, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 0 }), "one event stored");
+    const deliveries = await journal.claim(billing, lease(time));
+    expectEqual(only(deliveries, "claim").event.record, { requestId: rid(1), namespace: "acme", subject: "user-1", data: { tokens: 42 } }, "the stored record keeps its namespace");
+  });
+
+  example("key order and -0 in data are not part of the fact; a changed nested value is", {}, async ({ journal, time, t0 }) => {
+    const withData = (data: JsonValue) => createUsageEvent({ record: { requestId: rid(1), namespace: "acme", subject: "user-1", data }, observedAt: t0 });
+    expectEqual(
+      await journal.append(withData({ model: "m-1", usage: { input: 10, output: 0, cached: [0, 1] } })),
+      { status: "accepted", position: 1 },
+      "first append",
+    );
+    expectEqual(
+      await journal.append(withData({ usage: { cached: [-0, 1], output: -0, input: 10 }, model: "m-1" })),
+      { status: "already_present", position: 1 },
+      "keys reordered at both levels, 0 written as -0",
+    );
+    // The same, as a plain object that did not come from createUsageEvent (the journal canonicalises it itself).
+    const plain = {
+      id: rid(1),
+      orderingKey: { namespace: "acme", subject: "user-1" },
+      record: { subject: "user-1", data: { usage: { output: -0, input: 10, cached: [-0, 1] }, model: "m-1" }, namespace: "acme", requestId: rid(1) },
+      observedAt: t0 + 1,
+    } as unknown as UsageEvent;
+    expectEqual(await journal.appendBatch([plain]), [{ status: "already_present", position: 1 }], "a plain object with its keys reordered, in a batch");
+    await expectRejects(
+      () => journal.append(withData({ model: "m-1", usage: { input: 10, output: 1, cached: [0, 1] } })),
+      conflict(rid(1)),
+      "a nested value changed (output 0 -> 1)",
+    );
+    await expectRejects(
+      () => journal.append(withData({ model: "m-1", usage: { input: 10, output: 0, cached: [1, 0] } })),
+      conflict(rid(1)),
+      "array order is part of the fact",
+    );
+    const deliveries = await journal.claim(billing, lease(time));
+    expectEqual(only(deliveries, "claim").event.record.data, { model: "m-1", usage: { input: 10, output: 0, cached: [0, 1] } }, "the stored data is the first append's");
   });
 
   example("a refused append changes nothing, not even the pruning it would have done", { retainAcknowledgedMs: 0 }, async ({ journal, time, t0 }) => {
@@ -1056,6 +1102,13 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
       expectEqual(handed(await reopened.claim(billing, lease(time))), [`${rid(2)}#2`, `${rid(4)}#1`], "the expired lease is redelivered as attempt 2");
     });
   }
+
+  example("BILLING_GRADE is the spec's default: 1,000,000 events, 8 attempts, 24 h retention, refuse", BILLING_GRADE, async ({ journal }) => {
+    const spec = { maxEvents: 1_000_000, maxDeliveryAttempts: 8, retainAcknowledgedMs: 86_400_000, policy: "refuse" };
+    expectEqual(BILLING_GRADE, spec, "the constant (Capacity::BILLING_GRADE: 1_000_000, 8, 24 * 60 * 60 s, Refuse)");
+    expectEqual(journal.capacity, spec, "a journal opened with it reports it");
+    expectEqual((await journal.stats(billing)).capacity, spec, "and so do its stats");
+  });
 
   example("mode is billing_grade only for durable storage", {}, async ({ journal, capacity }) => {
     expectEqual(journal.mode, options.durable ? "billing_grade" : "telemetry_grade", "mode");

@@ -4,9 +4,12 @@
  * concrete values.
  */
 import { MAX_IDEM_KEY_LENGTH, MAX_QUEUE_PAYLOAD_BYTES } from "../queue/checks.js";
+import { QueueReplayError } from "../queue/durable.js";
 import { EventQueue } from "../queue/event-queue.js";
-import { IDEM_WINDOW_MS } from "../queue/state.js";
+import { IDEM_WINDOW_MS, type QueueLane } from "../queue/state.js";
+import { StorageError } from "../storage/errors.js";
 import type { Ledger } from "../storage/ledger.js";
+import type { CallOptions } from "../storage/options.js";
 import { createStore } from "../storage/store.js";
 import { utf8Encode } from "../storage/web.js";
 import type { ConformanceCase } from "./journal-conformance.js";
@@ -283,6 +286,145 @@ export function queueExampleCases(options: QueueConformanceOptions): Conformance
       }
       const rebuilt = await EventQueue.fromLedger(ledger(), "q/size", "signal", 1);
       expectEqual(rebuilt.stats(), memory.stats(), "the two kinds counted the same");
+    }),
+    withLedger("an idempotency key of MAX_IDEM_KEY_LENGTH (1024) characters is accepted, one of 1025 is refused and changes nothing, by both queue kinds", async (ledger) => {
+      expectEqual(MAX_IDEM_KEY_LENGTH, 1024, "the documented limit");
+      const longest = "k".repeat(1024);
+      const tooLong = "k".repeat(1025);
+      const tip = () => ledger().tip("q/keys");
+      const memory = new EventQueue("signal", 10);
+      const durable = await EventQueue.fromLedger(ledger(), "q/keys", "signal", 10);
+      for (const [kind, queue] of [["in memory", memory], ["ledger-backed", durable]] as const) {
+        const before = [queue.len(), queue.stats(), await tip()];
+        const outcome = await settleStorage(() => queue.enqueue(tooLong, p(1), T0));
+        expectEqual(outcome.ok ? "resolved" : describeStorageError(outcome.error), { error: "InvalidArgumentError", code: "invalid_argument", argument: "key" }, `${kind}: a key of 1025 characters`);
+        expectEqual([queue.len(), queue.stats(), await tip()], before, `${kind}: the refused call changed nothing`);
+        expectEqual(await queue.enqueue(longest, p(2), T0), "admit", `${kind}: a key of 1024 characters`);
+        expectEqual(await queue.enqueue(longest, p(3), T0), "admit", `${kind}: the 1024-character key again`);
+        const item = await queue.consume();
+        expectEqual([item?.key === longest, item?.payload], [true, p(2)], `${kind}: the item, queued once`);
+        expectEqual(queue.stats(), { signal_enqueued: 1, signal_consumed: 1, signal_shed: 0, signal_duplicates: 1 }, `${kind}: stats`);
+      }
+      const rebuilt = await EventQueue.fromLedger(ledger(), "q/keys", "signal", 10);
+      expectEqual([await rebuilt.enqueue(longest, p(4), T0 + 1), rebuilt.len()], ["admit", 0], "after a replay the long key is still remembered");
+    }),
+    withLedger("ledger-backed: a record that is not a queue record, a consume of an item not queued, or a gap fails with QueueReplayError naming the record", async (ledger) => {
+      const log = ledger();
+      const enqueueA = legacyRecord({ v: 1, op: "enqueue", outcome: "admitted", key: "a", now: T0 }, p(1));
+      const openFails = async (from: Ledger, name: string, seq: number, what: string) => {
+        const tip = await log.tip(name);
+        const outcome = await settleStorage(() => EventQueue.fromLedger(from, name, "signal", 10));
+        expectEqual(outcome.ok ? "resolved" : describeStorageError(outcome.error), { error: "QueueReplayError", code: "queue_replay", seq }, what);
+        const error = outcome.ok ? undefined : (outcome.error as QueueReplayError);
+        expectEqual(
+          [error instanceof QueueReplayError, error instanceof StorageError, error?.ledger, error?.message.startsWith(`queue ledger ${JSON.stringify(name)} record ${seq}: `)],
+          [true, true, name, true],
+          `${what}: a StorageError naming the ledger and the record (${error?.message})`,
+        );
+        expectEqual(await log.tip(name), tip, `${what}: nothing was written`);
+      };
+
+      await log.append("q/foreign", 0, enqueueA);
+      await log.append("q/foreign", 1, utf8Encode("not a queue record"));
+      await openFails(log, "q/foreign", 2, "bytes that are not a queue record");
+      await log.append("q/unknown-op", 0, legacyRecord({ v: 1, op: "purge", key: "a", now: T0 }));
+      await openFails(log, "q/unknown-op", 1, "a header with an unknown op");
+      await log.append("q/version", 0, legacyRecord({ v: 2, op: "enqueue", outcome: "admitted", key: "a", now: T0 }));
+      await openFails(log, "q/version", 1, "a header of another version");
+
+      await log.append("q/twice", 0, enqueueA);
+      await log.append("q/twice", 1, legacyRecord({ v: 1, op: "consume", id: 1 }));
+      await log.append("q/twice", 2, legacyRecord({ v: 1, op: "consume", id: 1 }));
+      await openFails(log, "q/twice", 3, "a second consume of item 1");
+      await log.append("q/phantom", 0, legacyRecord({ v: 1, op: "consume", id: 7 }));
+      await openFails(log, "q/phantom", 1, "a consume of an item never enqueued");
+
+      // A gap: a ledger whose reads skip record 2 (the real ledger cannot hold one).
+      await log.append("q/gap", 0, enqueueA);
+      await log.append("q/gap", 1, legacyRecord({ v: 1, op: "enqueue", outcome: "admitted", key: "b", now: T0 }, p(2)));
+      await log.append("q/gap", 2, legacyRecord({ v: 1, op: "consume", id: 1 }));
+      const skipping: Ledger = {
+        append: (name, expected, payload, opts) => log.append(name, expected, payload, opts),
+        tip: (name, opts) => log.tip(name, opts),
+        delete: (name, opts) => log.delete(name, opts),
+        read: async (name, from, opts) => {
+          const cursor = await log.read(name, from, opts);
+          const next = async (o?: CallOptions) => {
+            const record = await cursor.next(o);
+            return record?.seq === 2 ? cursor.next(o) : record;
+          };
+          return {
+            next,
+            close: () => cursor.close(),
+            async *[Symbol.asyncIterator]() {
+              for (let record = await next(); record !== undefined; record = await next()) yield record;
+            },
+          };
+        },
+      };
+      await openFails(skipping, "q/gap", 3, "record 3 read right after record 1");
+
+      // A queue already open meets the bad record when it catches up.
+      const open = await EventQueue.fromLedger(log, "q/late", "signal", 10);
+      await log.append("q/late", 0, utf8Encode("written by something else"));
+      const outcome = await settleStorage(() => open.consume());
+      expectEqual(outcome.ok ? "resolved" : describeStorageError(outcome.error), { error: "QueueReplayError", code: "queue_replay", seq: 1 }, "an open queue catching up");
+      expectEqual([open.position, open.len(), await log.tip("q/late")], [0, 0, 1], "the open queue applied nothing and wrote nothing");
+    }),
+    withLedger("capacity 0: every new key is shed and not remembered (its retry is shed again, not a duplicate); stats count the sheds", async (ledger) => {
+      const memory = new EventQueue("approval", 0);
+      const durable = await EventQueue.fromLedger(ledger(), "q/zero", "approval", 0);
+      for (const [kind, queue] of [["in memory", memory], ["ledger-backed", durable]] as const) {
+        expectEqual(
+          [await queue.enqueue("a", p(1), T0), await queue.enqueue("b", p(2), T0), await queue.enqueue("a", p(3), T0 + 1)],
+          ["shed", "shed", "shed"],
+          `${kind}: a, b, then a again`,
+        );
+        expectEqual([queue.len(), queue.isEmpty(), await queue.consume()], [0, true, undefined], `${kind}: nothing queued`);
+        expectEqual(queue.stats(), { approval_enqueued: 0, approval_consumed: 0, approval_shed: 3, approval_duplicates: 0 }, `${kind}: stats`);
+      }
+      const roomier = await EventQueue.fromLedger(ledger(), "q/zero", "approval", 1);
+      expectEqual(roomier.stats(), { approval_enqueued: 0, approval_consumed: 0, approval_shed: 3, approval_duplicates: 0 }, "the sheds were journaled");
+      expectEqual([await roomier.enqueue("a", p(4), T0 + 2), roomier.len()], ["admit", 1], "reopened with room, the once-shed key is new");
+    }),
+    withLedger("ledger-backed: bad arguments to fromLedger (name, lane, capacity) are refused with typed errors, and nothing is written", async (ledger) => {
+      const log = ledger();
+      const writes: string[] = [];
+      const watched: Ledger = {
+        append: (name, expected, payload, opts) => {
+          writes.push(`append ${name}`);
+          return log.append(name, expected, payload, opts);
+        },
+        delete: (name, opts) => {
+          writes.push(`delete ${name}`);
+          return log.delete(name, opts);
+        },
+        read: (name, from, opts) => log.read(name, from, opts),
+        tip: (name, opts) => log.tip(name, opts),
+      };
+      const badName = (name: string, rule: string) => ({ error: "InvalidNameError", code: "invalid_name", name, rule });
+      const badArgument = (argument: string) => ({ error: "InvalidArgumentError", code: "invalid_argument", argument });
+      const cases: [string, unknown, unknown, unknown, object][] = [
+        ["an empty name", "", "signal", 1, badName("", "empty")],
+        ["a name starting with an uppercase letter", "Q/main", "signal", 1, badName("Q/main", "segment_start")],
+        ["a name with an empty segment", "q//main", "signal", 1, badName("q//main", "empty_segment")],
+        ["a name that is not a string", 7, "signal", 1, badName("7", "type")],
+        ["an unknown lane", "q/main", "bulk", 1, badArgument("lane")],
+        ["a lane in capitals", "q/main", "Signal", 1, badArgument("lane")],
+        ["no lane", "q/main", undefined, 1, badArgument("lane")],
+        ["a negative capacity", "q/main", "signal", -1, badArgument("capacity")],
+        ["a fractional capacity", "q/main", "signal", 1.5, badArgument("capacity")],
+        ["a NaN capacity", "q/main", "signal", Number.NaN, badArgument("capacity")],
+        ["a capacity past MAX_SAFE_INTEGER", "q/main", "signal", 2 ** 53, badArgument("capacity")],
+        ["a capacity given as text", "q/main", "signal", "10", badArgument("capacity")],
+      ];
+      for (const [what, name, lane, capacity, expected] of cases) {
+        const outcome = await settleStorage(() => EventQueue.fromLedger(watched, name as string, lane as QueueLane, capacity as number));
+        expectEqual(outcome.ok ? "resolved" : describeStorageError(outcome.error), expected, what);
+        expectEqual(writes, [], `${what}: nothing written`);
+      }
+      const queue = await EventQueue.fromLedger(watched, "q/main", "signal", 1);
+      expectEqual([await log.tip("q/main"), await queue.enqueue("a", p(1), T0), writes], [0, "admit", ["append q/main"]], "the good arguments open the queue; its first call is the first write");
     }),
     withLedger("ledger-backed: replay applies the journaled outcomes even under another capacity", async (ledger) => {
       const queue = await EventQueue.fromLedger(ledger(), "q/cap", "signal", 3);

@@ -9,9 +9,9 @@
  * so the same suite also drives the read-ahead path (grouped reads, cached
  * scans) that IndexedDB takes, here in the fast lane.
  */
-import { describe, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
-import { createJournal, type Engine } from "../../src/index.js";
+import { createJournal, parseConsumerId, type Engine } from "../../src/index.js";
 import { journalConformanceCases } from "../../src/testing/index.js";
 import { readingAhead } from "./support/reading-ahead.js";
 
@@ -39,3 +39,17 @@ for (const { label, title, makeEngine } of variants) {
     for (const c of cases) it(c.name, c.run, c.timeoutMs);
   });
 }
+
+describe("createJournal without a capacity", () => {
+  it("uses BILLING_GRADE: 1,000,000 events, 8 attempts, 24 h retention, refuse", async () => {
+    const engine = memoryEngine();
+    try {
+      const journal = createJournal(engine, { name: "usage" });
+      const spec = { maxEvents: 1_000_000, maxDeliveryAttempts: 8, retainAcknowledgedMs: 86_400_000, policy: "refuse" };
+      expect(journal.capacity).toEqual(spec);
+      expect((await journal.stats(parseConsumerId("billing"))).capacity).toEqual(spec);
+    } finally {
+      await engine.close();
+    }
+  });
+});

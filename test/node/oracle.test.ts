@@ -1,6 +1,6 @@
 // A harness self-check: the reference model passes its own conformance
 // examples, and the model-based case (oracle against oracle) runs clean.
-import { describe, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Capacity } from "../../src/index.js";
 import { JournalOracle, journalConformanceCases, type JournalSubjectFactory, soakRequested } from "../../src/testing/index.js";
 
@@ -27,5 +27,12 @@ describe("JournalOracle, durable", () => {
   it("mode is billing_grade for durable storage", async () => {
     if (mode === undefined) throw new Error("the mode case is missing");
     await mode.run();
+  });
+});
+
+describe("JournalOracle without a capacity", () => {
+  it("uses BILLING_GRADE: 1,000,000 events, 8 attempts, 24 h retention, refuse", () => {
+    const oracle = new JournalOracle({ name: "usage" });
+    expect(oracle.capacity).toEqual({ maxEvents: 1_000_000, maxDeliveryAttempts: 8, retainAcknowledgedMs: 86_400_000, policy: "refuse" });
   });
 });
