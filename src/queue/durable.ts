@@ -37,7 +37,13 @@ import { randomBytes, toHex, utf8Decode, utf8Encode } from "../storage/web.js";
 import { checkCapacity, checkKey, checkLane, checkNow, checkPayload } from "./checks.js";
 import { QueueState, type Admission, type EnqueueOutcome, type QueueItem, type QueueLane, type QueueStats } from "./state.js";
 
-/** A queue ledger holds a record this code cannot read. Nothing was changed. */
+/**
+ * A queue ledger holds a record this code cannot read (not a queue record, an
+ * unknown version or op, a gap, or a consume of an item not queued). The
+ * ledger is never written; a queue that was catching up keeps the records
+ * before the bad one applied (its state is that prefix of the ledger), and
+ * every later call fails again on the same record.
+ */
 export class QueueReplayError extends StorageError {
   declare readonly code: "queue_replay";
   /** The queue's ledger. */
