@@ -76,6 +76,14 @@ describe("partitioned journal", () => {
     expect(await open(4).append(usage(2, "user-2"))).toMatchObject({ status: "accepted" });
   });
 
+  it("gives each partition the spec's default capacity (BILLING_GRADE) when none is given, and reports it in stats", async () => {
+    const journal = new PartitionedJournal(env.PARTITIONS, { name: "usage", partitions: 2, clock: () => T0, scope: `partitioned-${scopes++}/` });
+    const expected = { maxEvents: 1_000_000, maxDeliveryAttempts: 8, retainAcknowledgedMs: 86_400_000, policy: "refuse" };
+    expect(journal.capacity).toEqual(expected);
+    await journal.append(usage(1, "user-1"));
+    expect((await journal.stats(parseConsumerId("billing"))).capacity).toEqual(expected);
+  });
+
   it("stores every event in the partition its ordering key hashes to", async () => {
     const { journal } = fresh(4);
     const subjects = Array.from({ length: 24 }, (_, i) => `user-${i}`);
