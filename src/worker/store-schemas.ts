@@ -49,20 +49,20 @@ const NON_FINITE_TEXT: ReadonlySet<string> = new Set(["NaN", "Infinity", "-Infin
 /**
  * The number query `text` spells, or `undefined` when it spells none exactly.
  *
- * Read: a decimal integer (`-?\d+`) within the safe integers; and, so that the
- * store refuses them with its typed error as it would a local call's, the
- * other numbers JavaScript's `String(number)` writes in plain decimals: a
- * decimal fraction (`1.5`; not one that rounds to an integer, like
- * `9007199254740991.4`) and `NaN`, `Infinity`, `-Infinity`. Not read, though
- * `Number(text)` would take them as some other number than the caller wrote:
- * empty text (0), `0x10` (16), `1e3` (1000), `0b1`, `+7`, ` 7`, `1.`, and an
- * integer beyond 2^53 - 1 (rounded).
+ * Read: a decimal integer (`-?\d+`); and, so that the store refuses them with
+ * its typed error as it would a local call's, the other numbers JavaScript's
+ * `String(number)` writes in plain decimals: a decimal fraction (`1.5`; not
+ * one that rounds to an integer, like `9007199254740991.4`) and `NaN`,
+ * `Infinity`, `-Infinity`. An integer beyond 2^53 - 1 is read too (rounded:
+ * still beyond, so the store refuses it as it refuses that number from a local
+ * call). Not read, though `Number(text)` would take them as some other number
+ * than the caller wrote: empty text (0), `0x10` (16), `1e3` (1000), `0b1`,
+ * `+7`, ` 7`, `1.`.
  */
 export function readQueryNumber(text: string): number | undefined {
-  if (INTEGER_TEXT.test(text)) {
-    const value = Number(text);
-    return Number.isSafeInteger(value) ? value : undefined;
-  }
+  // Beyond the safe range it is still a number: the store refuses it with its own typed error,
+  // exactly as a local call with that number would be refused.
+  if (INTEGER_TEXT.test(text)) return Number(text);
   if (NON_FINITE_TEXT.has(text)) return Number(text);
   if (FRACTION_TEXT.test(text)) {
     const value = Number(text);
