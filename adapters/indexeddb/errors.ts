@@ -83,3 +83,8 @@ export function connectionLostError(error: unknown): IndexedDbEngineError {
     retryable: true,
   });
 }
+
+/** The error of stored pages or log records that break their own invariants (a damaged database). */
+export function damaged(what: string): IndexedDbEngineError {
+  return new IndexedDbEngineError("aborted", `the stored data is inconsistent: ${what}`, { retryable: false });
+}

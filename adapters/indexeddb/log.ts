@@ -140,10 +140,7 @@ export class CommittedLog {
         row.length === 3
           ? { enc, key: keys?.[i] ?? decodeKey(enc), value: row[2], size: row[1], deleted: false }
           : { enc, key: keys?.[i] ?? decodeKey(enc), value: undefined, size: 0, deleted: true };
-      if (!rows.insert(slot)) {
-        rows.delete(enc);
-        rows.insert(slot);
-      }
+      rows.set(slot);
     });
     this.records++;
     this.bytes += recordBytes(record);

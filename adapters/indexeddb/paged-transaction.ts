@@ -33,7 +33,7 @@
 import { invalidKeyError, checkScanLimit, type EngineTransaction, type Entry, type Key, type KeyRange, type ScanOptions } from "../../src/engine.js";
 import { BTree } from "../../src/ordered/btree.js";
 import { encodedInterval, encodeKey, type EncodedInterval } from "../../src/ordered/key-encoding.js";
-import { IndexedDbEngineError } from "./errors.js";
+import { damaged, IndexedDbEngineError } from "./errors.js";
 import { lowerBound, upperBound } from "../../src/ordered/btree.js";
 import { cutPages, isUnderfull, Page, type PageCache, type PageLimits, type PageRecord, PageSet, sizeOf } from "./pages.js";
 import { type ChangeRecord, type CommittedLog, contains, type LogLimits, type LogRecord, type LogRow, MAX_LOG_CLEARED, recordBytes, type Slot } from "./log.js";
@@ -189,10 +189,6 @@ export function committedEarly(): IndexedDbEngineError {
   );
 }
 
-/** The error of a page layout that breaks its own invariants (a damaged database). */
-function damaged(what: string): IndexedDbEngineError {
-  return new IndexedDbEngineError("aborted", `${PREFIX}the stored pages are inconsistent: ${what}`, { retryable: false });
-}
 
 /** The value of row `enc` on `page`, if it is there. */
 function rowOf<V>(page: Page, enc: string): V | undefined {
@@ -376,14 +372,9 @@ export class PagedTransaction implements EngineTransaction {
     // The log's rows (but those this transaction cleared) under this transaction's rows.
     const overlay = new BTree<Slot>();
     log.rows.scan(undefined, false, undefined, false, false, Infinity, (slot) => {
-      if (!this.cleared.some((iv) => contains(iv, slot.enc))) overlay.insert({ ...slot });
+      if (!this.cleared.some((iv) => contains(iv, slot.enc))) overlay.insert(slot);
     });
-    this.overlay?.scan(undefined, false, undefined, false, false, Infinity, (slot) => {
-      if (!overlay.insert(slot)) {
-        overlay.delete(slot.enc);
-        overlay.insert(slot);
-      }
-    });
+    this.overlay?.scan(undefined, false, undefined, false, false, Infinity, (slot) => overlay.set(slot));
     const { puts, deletes } = await this.writePages(overlay, log.cleared.concat(this.cleared));
     const next = this.version + 1;
     this.logStore.delete(this.platform.IDBKeyRange.upperBound(next, true));

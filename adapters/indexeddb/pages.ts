@@ -24,7 +24,7 @@
 import { lowerBound, upperBound } from "../../src/ordered/btree.js";
 import { decodeKey } from "../../src/ordered/key-encoding.js";
 import type { Key } from "../../src/engine.js";
-import { IndexedDbEngineError } from "./errors.js";
+import { damaged } from "./errors.js";
 import { type ChangeRecord, CommittedLog, isCheckpoint, type LogRecord } from "./log.js";
 
 /** A page as stored under its low fence. */
@@ -401,11 +401,7 @@ export class PageCache extends PageSet {
       this.clear();
       this.log = new CommittedLog();
     } else if (records.length !== version - from || records.some((entry, i) => entry.version !== from + 1 + i)) {
-      throw new IndexedDbEngineError(
-        "aborted",
-        `isostore indexeddb engine: the stored log is inconsistent: versions ${from + 1} to ${version} expected, ${records.length} records found`,
-        { retryable: false },
-      );
+      throw damaged(`the log should hold versions ${from + 1} to ${version}, it holds ${records.length} records there`);
     }
     for (let i = start; i < records.length; i++) this.log.apply(records[i]!.record as ChangeRecord);
     this.version = version;

@@ -169,6 +169,12 @@ export class Work {
     this.setMeta({ agesIndexed: true });
   }
 
+  /** Delete the consumer's unfinished row of `position` and its entry in the `p` index. */
+  private dropUnfinished(consumer: string, position: number, row: UnfinishedRow): void {
+    this.tx.delete(this.layout.unfinished(consumer, position));
+    this.tx.delete(this.layout.unfinishedByAge(consumer, row.observedAt, position));
+  }
+
   /** Whether the `t` and `p` indexes are there to read (see {@link buildAgeIndexes}). */
   async ageIndexed(): Promise<boolean> {
     return (await this.meta()).agesIndexed === true;
@@ -634,11 +640,9 @@ export class Work {
     if (await this.openIndexed()) this.tx.delete(this.layout.open(position));
     const meta = await this.meta();
     for (const consumer of meta.consumers) {
-      const unfinishedKey = this.layout.unfinished(consumer, position);
-      const row = await this.tx.get<UnfinishedRow>(unfinishedKey);
+      const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
       if (row) {
-        this.tx.delete(unfinishedKey);
-        this.tx.delete(this.layout.unfinishedByAge(consumer, row.observedAt, position));
+        this.dropUnfinished(consumer, position, row);
         await this.clearSlot(consumer, position, row, event.orderingKey);
         await this.leftBacklog(consumer, event, position, now);
       } else {
@@ -923,8 +927,7 @@ export class Work {
   async ackUnfinished(consumer: string, event: UsageEvent, position: number, row: UnfinishedRow, now: number): Promise<void> {
     const history = inFlightAt(row, now) ? withOutcome(row.history, { kind: "acked", at: now }) : row.history;
     await this.clearSlot(consumer, position, row, event.orderingKey);
-    this.tx.delete(this.layout.unfinished(consumer, position));
-    this.tx.delete(this.layout.unfinishedByAge(consumer, row.observedAt, position));
+    this.dropUnfinished(consumer, position, row);
     this.tx.put(this.layout.finished(consumer, position), { status: "acked", history } satisfies FinishedRow);
     await this.bump(consumer, { finished: 1 });
     // Unfinished by this consumer, it was open or held; delivered to all now, it is neither.
@@ -950,8 +953,7 @@ export class Work {
   ): Promise<void> {
     const history = inFlightAt(row, verdictAt) ? withOutcome(row.history, { kind: "quarantined", at, reason }) : row.history;
     await this.clearSlot(consumer, position, row, event.orderingKey);
-    this.tx.delete(this.layout.unfinished(consumer, position));
-    this.tx.delete(this.layout.unfinishedByAge(consumer, row.observedAt, position));
+    this.dropUnfinished(consumer, position, row);
     this.tx.put(this.layout.quarantined(consumer, position), {
       reason,
       quarantinedAt: at,

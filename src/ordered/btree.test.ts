@@ -171,6 +171,18 @@ describe("BTree", () => {
     expect(() => new BTree<Item>(4.5)).toThrow(RangeError);
   });
 
+  it("set() replaces the item of a key that is there (size unchanged) and inserts one that is not", () => {
+    const tree = new BTree<Item>(4);
+    for (let i = 0; i < 50; i++) tree.insert({ enc: String(i).padStart(2, "0"), n: i });
+    tree.set({ enc: "17", n: -17 });
+    tree.set({ enc: "49", n: -49 });
+    tree.set({ enc: "00", n: -1 });
+    tree.set({ enc: "17a", n: 1000 });
+    tree.check();
+    expect(tree.size).toBe(51);
+    expect([tree.find("17")?.n, tree.find("49")?.n, tree.find("00")?.n, tree.find("17a")?.n]).toEqual([-17, -49, -1, 1000]);
+  });
+
   it("clear() empties the tree", () => {
     const tree = new BTree<Item>(4);
     for (let i = 0; i < 100; i++) tree.insert({ enc: String(i), n: i });

@@ -166,6 +166,14 @@ export class BTree<T extends Keyed> {
     return leaf.keys[pos] === enc ? leaf.items[pos] : undefined;
   }
 
+  /** Add `item`, or replace the item with the same key. O(log n). */
+  set(item: T): void {
+    const leaf = this.leafFor(item.enc);
+    const i = lowerBound(leaf.keys, item.enc);
+    if (leaf.keys[i] === item.enc) leaf.items[i] = item;
+    else this.insert(item);
+  }
+
   /**
    * Add `item`. Returns false (and changes nothing) when an item with the same
    * key is already present.

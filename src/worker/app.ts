@@ -147,24 +147,19 @@ async function throwJournalCheck(target: string, issues: readonly { readonly pat
       if (error instanceof JournalError && (error.code === "invalid_event" || error.code === "invalid_consumer_id")) throw error;
     }
   };
+  // The body is read once (Hono keeps it parsed); only strings are checked: a value of the
+  // wrong JSON type stays a schema error.
+  const body: unknown = target === "json" ? await c.req.json().catch(() => undefined) : target === "param" ? c.req.param() : undefined;
   for (const { path } of issues) {
-    // Only strings: a value of the wrong JSON type stays a schema error.
-    if (target === "param" && path[0] === "consumer") check(() => parseConsumerId(c.req.param("consumer") ?? ""));
-    if (target !== "json") continue;
-    const body: unknown = await c.req.json().catch(() => undefined);
-    if (body === null || typeof body !== "object") return;
-    const fields = body as Record<string, unknown>;
-    const record = (fields["event"] as { record?: Record<string, unknown> } | undefined)?.record;
-    const part = path[2];
-    if (path[0] === "event" && path[1] === "record" && (part === "requestId" || part === "namespace" || part === "subject") && typeof record?.[part] === "string") {
-      check(() => createUsageEvent(fields["event"] as Parameters<typeof createUsageEvent>[0]));
+    let value: unknown = body;
+    for (const step of path) value = value !== null && typeof value === "object" ? (value as Record<PropertyKey, unknown>)[step] : undefined;
+    if (typeof value !== "string") continue;
+    const field = path[2];
+    if (target === "json" && path[0] === "event" && path[1] === "record" && (field === "requestId" || field === "namespace" || field === "subject")) {
+      check(() => createUsageEvent((body as { event: Parameters<typeof createUsageEvent>[0] }).event));
     }
-    if (path[path.length - 1] === "consumer") {
-      // `consumer`, `delivery.consumer`, `deliveries[i].consumer`.
-      let value: unknown = body;
-      for (const step of path) value = value !== null && typeof value === "object" ? (value as Record<PropertyKey, unknown>)[step] : undefined;
-      if (typeof value === "string") check(() => parseConsumerId(value));
-    }
+    // `consumer` (body or path), `delivery.consumer`, `deliveries[i].consumer`.
+    if (path[path.length - 1] === "consumer") check(() => parseConsumerId(value));
   }
 }
 
