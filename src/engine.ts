@@ -16,6 +16,12 @@
  *   other.
  * - Inside `fn`, code awaits nothing but the transaction's own calls
  *   (IndexedDB commits a transaction the moment it waits on anything else).
+ * - An engine may run `fn` more than once for one `transact` call (the
+ *   IndexedDB engine runs a body optimistically over its cache and runs it
+ *   again when another tab wrote meanwhile). Only the last run's writes
+ *   commit and only its result (or error) is what `transact` settles with, so
+ *   `fn` must have no effect outside the transaction: it returns what it
+ *   computed, and the caller acts on it after `transact` settled.
  * - Values are plain structured data (JSON-like values and `Uint8Array`). The
  *   core never mutates a value after `put` or after `get`, so an engine may hand
  *   back the very object it stored.

@@ -456,6 +456,48 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
       for (const tab of tabs) await tab.close();
     });
 
+    it.each(logs)(
+      "runs a body again, on a current view, when another engine object wrote after its cache's version, and only once when none did ($label)",
+      async ({ limits }) => {
+        const name = freshName("optimistic");
+        const [a, b] = [paged(name, 4, 64, limits), paged(name, 4, 64, limits)];
+        const increment = async (engine: IndexedDbEngine, runs: number[]): Promise<number> =>
+          engine.transact("readwrite", async (tx) => {
+            const seen = (await tx.get<number>(["counter"])) ?? 0;
+            runs.push(seen);
+            tx.put(["counter"], seen + 1);
+            tx.put(["row", seen], seen);
+            return seen + 1;
+          });
+        let runs: number[] = [];
+        expect(await increment(a, runs)).toBe(1);
+        // A's cache knows the version now: its next transaction starts optimistically, and runs once.
+        runs = [];
+        expect(await increment(a, runs)).toBe(2);
+        expect(runs).toEqual([1]);
+        // B writes twice (through a checkpoint when the log is small): A's cache is stale.
+        expect(await increment(b, [])).toBe(3);
+        expect(await increment(b, [])).toBe(4);
+        // A's first run reads its stale cache (2) and is thrown away; the second reads 4. No increment is lost.
+        runs = [];
+        expect(await increment(a, runs)).toBe(5);
+        expect(runs).toEqual([2, 4]);
+        // A readonly transaction over a stale cache runs again too, and answers from the current view.
+        expect(await increment(b, [])).toBe(6);
+        const reads: unknown[] = [];
+        const read = await a.transact("readonly", async (tx) => {
+          const value = await tx.get(["counter"]);
+          reads.push(value);
+          return value;
+        });
+        expect(read).toBe(6);
+        expect(reads).toEqual([5, 6]);
+        expect(await keysOf(b, { prefix: ["row"] })).toEqual([0, 1, 2, 3, 4, 5].map((i) => ["row", i]));
+        await a.close();
+        await b.close();
+      },
+    );
+
     it("folds pages emptied by deletes into their neighbours, so storage shrinks with the rows", async () => {
       const name = freshName("fold");
       // Every commit a checkpoint: the pages alone hold the rows.

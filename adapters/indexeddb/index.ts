@@ -17,7 +17,11 @@
  * - pages read are cached per engine with the log after them, at the
  *   database version (one per writing transaction, in any tab) they were read
  *   at; a transaction that finds a newer version reads the log records after
- *   it, so another tab's writes are never read stale;
+ *   it, so another tab's writes are never read stale; while nothing else of
+ *   the engine runs, a transaction reads its cache without waiting for the
+ *   version (which is read in the same round as its change record) and, when
+ *   another tab wrote meanwhile, is aborted before storing anything and runs
+ *   again on the current version (the Engine contract lets a body run twice);
  * - every `transact` is exactly one IndexedDB transaction that commits or
  *   aborts as a whole, and resolves only after its `complete` event;
  * - `durability: "strict"` (the default) flushes a commit to disk before

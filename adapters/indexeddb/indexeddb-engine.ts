@@ -25,6 +25,14 @@
  * - Serializability is IndexedDB's: readwrite transactions on one store run one
  *   at a time in creation order (across tabs too), and `transact` creates its
  *   transaction synchronously once connected, in call order.
+ * - A transaction started while no other one of this engine runs is
+ *   optimistic (`./paged-transaction.ts`): its body reads the cache before the
+ *   version read answers, so an awaited write costs one round of requests
+ *   instead of two. When another tab, worker or engine object wrote
+ *   meanwhile, that transaction is aborted before storing anything and the
+ *   body runs again, in a new transaction that reads the version first (the
+ *   Engine contract allows a body to run more than once). That second run is
+ *   serialized after whatever committed in between.
  * - The connection is opened on first use (or by `open()`), closed by itself
  *   on `versionchange` (another tab upgrading or deleting the database) and
  *   reopened by the next `transact`. Failures are typed (`./errors.ts`).
@@ -111,6 +119,8 @@ export class IndexedDbEngine implements Engine {
   private closed = false;
   /** `transact` calls not settled yet. */
   private pending = 0;
+  /** IndexedDB transactions created and not yet ended (an optimistic start needs none but its own). */
+  private running = 0;
   /** `close()` calls waiting for `pending` to reach 0. */
   private drained: (() => void)[] = [];
 
@@ -142,9 +152,17 @@ export class IndexedDbEngine implements Engine {
     }
     if (typeof fn !== "function") return Promise.reject(new TypeError(`${PREFIX}transact needs a function`));
     this.pending++;
-    // Connected: create the transaction now, so transactions start in call order.
-    const run = this.db !== null ? this.run(this.db, mode, fn) : this.connect().then((db) => this.run(db, mode, fn));
+    // Optimistic first (when the engine runs nothing else); a stale view runs the body again, reading the version first.
+    const run = this.attempt(mode, fn, true).catch((error: unknown) => {
+      if (error !== STALE) throw error;
+      return this.attempt(mode, fn, false);
+    });
     return run.finally(() => this.settled());
+  }
+
+  /** One run of `fn` in its own IndexedDB transaction (connected: created now, so transactions start in call order). */
+  private attempt<T>(mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, optimistic: boolean): Promise<T> {
+    return this.db !== null ? this.run(this.db, mode, fn, optimistic) : this.connect().then((db) => this.run(db, mode, fn, optimistic));
   }
 
   /**
@@ -220,8 +238,13 @@ export class IndexedDbEngine implements Engine {
     return this.opening;
   }
 
-  /** Run `fn` in one IndexedDB transaction on `db`. */
-  private run<T>(db: IDBDatabase, mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+  /**
+   * Run `fn` in one IndexedDB transaction on `db`. `optimistic` allows the
+   * optimistic start (`./paged-transaction.ts`) when the cache knows a version
+   * and no other transaction of this engine is running (its commit would move
+   * the version under this one); a stale view rejects with {@link STALE}.
+   */
+  private run<T>(db: IDBDatabase, mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, optimistic: boolean): Promise<T> {
     const platform = this.platform!;
     return new Promise<T>((resolve, reject) => {
       let tx: IDBTransaction;
@@ -249,7 +272,13 @@ export class IndexedDbEngine implements Engine {
           // aborted); its own event settles the call.
         }
       };
-      const handle = new PagedTransaction(
+      /** Abort, once an optimistic transaction knows whether its view was current (a stale view's failures are not reported). */
+      const abortWhenKnown = (): void => {
+        if (handle.optimistic) void handle.validation.then(abort);
+        else abort();
+      };
+      this.running++;
+      const handle: PagedTransaction = new PagedTransaction(
         tx.objectStore(PAGES_STORE),
         tx.objectStore(LOG_STORE),
         this.cache,
@@ -257,10 +286,18 @@ export class IndexedDbEngine implements Engine {
         platform,
         this.limits,
         this.logLimits,
+        abortWhenKnown,
+        optimistic && this.running === 1,
         abort,
       );
       const settle = (): void => {
         if (body === 0 || state === 0) return;
+        if (handle.stale) {
+          // Read from a stale cache: aborted before anything was stored; run the body again.
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a private marker, never seen outside
+          reject(STALE);
+          return;
+        }
         if (state === 1) {
           // Committed. A body that failed (possibly after IndexedDB committed under it) stored
           // nothing: its writes reach IndexedDB only in the flush after it returned.
@@ -277,6 +314,7 @@ export class IndexedDbEngine implements Engine {
       };
       tx.oncomplete = () => {
         state = 1;
+        this.running--;
         handle.ended = "committed";
         const install = handle.install;
         if (install?.kind === "log") this.cache.installChange(install.base, install.record, install.keys);
@@ -285,13 +323,19 @@ export class IndexedDbEngine implements Engine {
       };
       tx.onabort = () => {
         state = 2;
+        this.running--;
         handle.ended = "aborted";
         settle();
       };
       const succeed = (value: unknown): void => {
         body = 1;
         outcome = value;
-        if (state === 0) commitNow(tx);
+        // Optimistic: commit only once the view is confirmed (a stale one was aborted by then).
+        if (handle.optimistic) {
+          void handle.validation.then((current) => {
+            if (current && state === 0) commitNow(tx);
+          });
+        } else if (state === 0) commitNow(tx);
         settle();
       };
       const onFulfilled = (value: unknown): void => {
@@ -299,7 +343,7 @@ export class IndexedDbEngine implements Engine {
         if (handle.failed) {
           body = 1;
           outcome = value;
-          abort();
+          abortWhenKnown();
           settle();
           return;
         }
@@ -317,7 +361,7 @@ export class IndexedDbEngine implements Engine {
         handle.live = false;
         body = 2;
         outcome = error;
-        abort();
+        abortWhenKnown();
         settle();
       };
       let result: unknown;
@@ -331,6 +375,9 @@ export class IndexedDbEngine implements Engine {
     });
   }
 }
+
+/** What `run` rejects with when an optimistic transaction read a stale cache (`transact` runs the body again). */
+const STALE: unique symbol = Symbol("stale view");
 
 /**
  * Ask IndexedDB to commit now rather than when it notices no request is

@@ -11,6 +11,16 @@
  *    records after the cached version and brings the cache up to date
  *    (IndexedDB runs a readwrite transaction alone, so the version cannot
  *    move while this one runs).
+ *    An *optimistic* transaction (the engine's choice: it knows a version and
+ *    runs nothing else) does not wait for that read: the body reads the cache
+ *    at once and the flush issues its change record right behind the read.
+ *    IndexedDB answers requests in the order they were made, so the read's
+ *    answer comes before anything else of the transaction happens. When it
+ *    shows another version (another tab wrote meanwhile), the transaction is
+ *    aborted at once, before any of its writes, and marked `stale`: the engine
+ *    runs the body again, this time reading the version first. Nothing read
+ *    from a stale cache is kept: pages loaded by the transaction enter the
+ *    cache only once the version is confirmed.
  * 2. Reads look at the committed log's rows first, then find the row's page in
  *    this transaction's view, else in the cache, else with a request (several
  *    pages ahead per request when walking).
@@ -189,6 +199,10 @@ export function committedEarly(): IndexedDbEngineError {
   );
 }
 
+/** The error of an optimistic transaction that read a stale cache (the engine runs the body again). */
+function staleView(): IndexedDbEngineError {
+  return new IndexedDbEngineError("aborted", `${PREFIX}the transaction read a stale cache; it runs again`, { retryable: true });
+}
 
 /** The value of row `enc` on `page`, if it is there. */
 function rowOf<V>(page: Page, enc: string): V | undefined {
@@ -214,6 +228,15 @@ export class PagedTransaction implements EngineTransaction {
   /** The database version this transaction reads (known once `ready` resolved). */
   private version = 0;
   private readonly ready: Promise<void>;
+  /**
+   * Optimistic transactions: the version read's verdict, `null` until it
+   * answers. `true`: the cache was current. `false`: stale, or the read failed.
+   */
+  private current: boolean | null;
+  /** Optimistic: set when the version read found another version (the engine runs the body again). */
+  stale = false;
+  /** Resolves with whether the transaction read a current view (at once `true` for a non-optimistic one). */
+  readonly validation: Promise<boolean>;
   /** The committed log at that version (set once `ready` resolved). */
   private log: CommittedLog | null = null;
   /** Committed pages this transaction has seen (the partition cannot change under it). */
@@ -231,10 +254,44 @@ export class PagedTransaction implements EngineTransaction {
     private readonly logLimits: LogLimits,
     /** Aborts the transaction (when a refused call dooms it). */
     private readonly doom: () => void,
+    /** Read the cache before knowing the version (see the module comment); needs a cache that knows one. */
+    readonly optimistic = false,
+    /** Called when an optimistic transaction turns out stale: it must abort the transaction at once. */
+    onStale: () => void = doom,
   ) {
-    this.ready = this.start();
-    // A failed read aborts the transaction, which settles transact; calls see the rejection.
-    this.ready.catch(() => undefined);
+    if (optimistic && cache.version !== null) {
+      this.version = cache.version;
+      this.log = cache.log;
+      this.current = null;
+      this.validation = this.confirm(onStale);
+      this.ready = Promise.resolve();
+    } else {
+      this.optimistic = false;
+      this.current = true;
+      this.validation = Promise.resolve(true);
+      this.ready = this.start();
+      // A failed read aborts the transaction, which settles transact; calls see the rejection.
+      this.ready.catch(() => undefined);
+    }
+  }
+
+  /**
+   * Read the version behind an optimistic start: the verdict, and on another
+   * version the abort (from the request's own event, so before the IndexedDB
+   * transaction can do anything else).
+   */
+  private confirm(onStale: () => void): Promise<boolean> {
+    return lastVersion(this.logStore).then(
+      (version) => {
+        this.current = version === this.version;
+        if (!this.current) {
+          this.stale = true;
+          onStale();
+        }
+        return this.current;
+      },
+      () => (this.current = false),
+    );
   }
 
   /** Read the database version and bring the cache to it (see the module comment). */
@@ -361,6 +418,8 @@ export class PagedTransaction implements EngineTransaction {
       this.install = { kind: "log", base: this.version, record, keys };
       return;
     }
+    // A checkpoint rewrites pages from the cache's: not before the cache is known to be current.
+    if (!(await this.validation)) throw staleView();
     await this.checkpoint(log);
   }
 
@@ -546,7 +605,8 @@ export class PagedTransaction implements EngineTransaction {
 
   /** Take loaded records into the view (and the cache, when it holds this version); returns their pages. */
   private take(records: readonly IdbRecord[]): Page[] {
-    const cacheable = this.cache.version === this.version;
+    // Optimistic: only once the version read confirmed this version (it answers before any page read).
+    const cacheable = this.cache.version === this.version && this.current === true;
     const pages: Page[] = [];
     for (const record of records) {
       const lo = record.key;
