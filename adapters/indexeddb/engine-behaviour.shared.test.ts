@@ -16,7 +16,7 @@ import { compareKeys } from "../../src/engine.js";
 import { encodeKey } from "../../src/ordered/key-encoding.js";
 import { IndexedDbEngineError, type IndexedDbEngineHandle, type IndexedDbEngineOptions } from "./index.js";
 import { IndexedDbEngine, type IndexedDbPlatform } from "./indexeddb-engine.js";
-import { DEFAULT_LOG_LIMITS, type LogLimits } from "./log.js";
+import { DEFAULT_LOG_LIMITS, EVIDENCE_MS, EVIDENCE_SWEEP, type LogLimits, TRUST_MS } from "./log.js";
 import { LOG_STORE, MIGRATIONS, openEngineDatabase, PAGES_STORE } from "./schema.js";
 
 /** How a lane creates engines: a fresh database name every call unless one is given. */
@@ -401,8 +401,35 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
   });
 
   describe(`indexedDbEngine (${label}): pages, cache and schema`, () => {
-    const paged = (name: string, maxRows: number, cachePages: number, logLimits: LogLimits = DEFAULT_LOG_LIMITS): IndexedDbEngine =>
-      new IndexedDbEngine({ name, durability: "strict", platform: () => lane.platform(), pageLimits: { maxRows, maxBytes: 1024 }, cachePages, logLimits });
+    const paged = (name: string, maxRows: number, cachePages: number, logLimits: LogLimits = DEFAULT_LOG_LIMITS, clock?: () => number): IndexedDbEngine =>
+      new IndexedDbEngine({
+        name,
+        durability: "strict",
+        platform: () => lane.platform(),
+        pageLimits: { maxRows, maxBytes: 1024 },
+        cachePages,
+        logLimits,
+        ...(clock ? { clock } : {}),
+      });
+    /** What the database `name` stores: its log records in version order, and how many pages. */
+    const stored = async (name: string): Promise<{ log: unknown[]; pages: number }> => {
+      const { indexedDB: factory, IDBKeyRange: keyRanges } = lane.platform();
+      const db = await openEngineDatabase(factory, keyRanges, name);
+      try {
+        const tx = db.transaction([LOG_STORE, PAGES_STORE]);
+        const log = new Promise<unknown[]>((resolve) => {
+          const request = tx.objectStore(LOG_STORE).getAll();
+          request.onsuccess = () => resolve(request.result);
+        });
+        const pages = new Promise<number>((resolve) => {
+          const request = tx.objectStore(PAGES_STORE).count();
+          request.onsuccess = () => resolve(request.result);
+        });
+        return { log: await log, pages: await pages };
+      } finally {
+        db.close();
+      }
+    };
     const logs: { label: string; limits: LogLimits }[] = [
       { label: "every commit a checkpoint", limits: { records: 0, bytes: 0 } },
       { label: "a 3-record log", limits: { records: 3, bytes: 4096 } },
@@ -456,47 +483,146 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
       for (const tab of tabs) await tab.close();
     });
 
-    it.each(logs)(
-      "runs a body again, on a current view, when another engine object wrote after its cache's version, and only once when none did ($label)",
-      async ({ limits }) => {
+    describe("reading the cache unchecked (optimistic and trusted transactions)", () => {
+      const increment = async (engine: IndexedDbEngine, runs: number[] = []): Promise<number> =>
+        engine.transact("readwrite", async (tx) => {
+          const seen = (await tx.get<number>(["counter"])) ?? 0;
+          runs.push(seen);
+          tx.put(["counter"], seen + 1);
+          tx.put(["row", seen], seen);
+          return seen + 1;
+        });
+      const readCounter = async (engine: IndexedDbEngine, runs: unknown[]): Promise<unknown> =>
+        engine.transact("readonly", async (tx) => {
+          const value = await tx.get(["counter"]);
+          runs.push(value);
+          return value;
+        });
+
+      it.each(logs)("runs a body again, on the current version, when another engine object wrote since its cache's, and once when none did ($label)", async ({ limits }) => {
+        let now = 1_000_000;
+        const clock = (): number => now;
         const name = freshName("optimistic");
-        const [a, b] = [paged(name, 4, 64, limits), paged(name, 4, 64, limits)];
-        const increment = async (engine: IndexedDbEngine, runs: number[]): Promise<number> =>
-          engine.transact("readwrite", async (tx) => {
-            const seen = (await tx.get<number>(["counter"])) ?? 0;
-            runs.push(seen);
-            tx.put(["counter"], seen + 1);
-            tx.put(["row", seen], seen);
-            return seen + 1;
-          });
+        const [a, b] = [paged(name, 4, 64, limits, clock), paged(name, 4, 64, limits, clock)];
+        expect(await increment(a)).toBe(1);
+        // A confirmed its version by committing on it: its next writing transaction is trusted, and runs once.
         let runs: number[] = [];
-        expect(await increment(a, runs)).toBe(1);
-        // A's cache knows the version now: its next transaction starts optimistically, and runs once.
-        runs = [];
         expect(await increment(a, runs)).toBe(2);
         expect(runs).toEqual([1]);
-        // B writes twice (through a checkpoint when the log is small): A's cache is stale.
-        expect(await increment(b, [])).toBe(3);
-        expect(await increment(b, [])).toBe(4);
-        // A's first run reads its stale cache (2) and is thrown away; the second reads 4. No increment is lost.
+        // B writes twice (through a checkpoint when the log is small): A's cache is stale. A's trusted
+        // commit is refused by the evidence of B's first commit, and its body runs again on the current view.
+        expect(await increment(b)).toBe(3);
+        expect(await increment(b)).toBe(4);
         runs = [];
         expect(await increment(a, runs)).toBe(5);
         expect(runs).toEqual([2, 4]);
-        // A readonly transaction over a stale cache runs again too, and answers from the current view.
-        expect(await increment(b, [])).toBe(6);
+        // Another tab is writing: A's next transactions read the version first, and each runs once.
+        for (let i = 0; i < 3; i++) {
+          expect(await increment(b)).toBe(6 + 2 * i);
+          runs = [];
+          expect(await increment(a, runs)).toBe(7 + 2 * i);
+          expect(runs).toEqual([6 + 2 * i]);
+        }
+        // Past the trust time (and the contention), a transaction still reads the cache at once, and the
+        // version read issued beside it finds B's write: a readonly body runs again too.
+        for (let i = 0; i < 8; i++) await increment(a);
+        now += TRUST_MS;
+        expect(await increment(b)).toBe(20);
         const reads: unknown[] = [];
-        const read = await a.transact("readonly", async (tx) => {
-          const value = await tx.get(["counter"]);
-          reads.push(value);
-          return value;
-        });
-        expect(read).toBe(6);
-        expect(reads).toEqual([5, 6]);
-        expect(await keysOf(b, { prefix: ["row"] })).toEqual([0, 1, 2, 3, 4, 5].map((i) => ["row", i]));
+        expect(await readCounter(a, reads)).toBe(20);
+        expect(reads).toEqual([19, 20]);
+        expect(await keysOf(b, { prefix: ["row"] })).toEqual(Array.from({ length: 20 }, (_, i) => ["row", i]));
         await a.close();
         await b.close();
-      },
-    );
+      });
+
+      it.each(logs)("loses no update when three engine objects (tabs) increment one counter at once, in bursts and one by one ($label)", async ({ limits }) => {
+        const name = freshName("three-tabs");
+        const tabs = [paged(name, 4, 64, limits), paged(name, 4, 64, limits), paged(name, 4, 64, limits)];
+        const next = random(11);
+        let expected = 0;
+        for (let round = 0; round < 6; round++) {
+          // A burst: every tab issues a few increments without waiting, so their transactions interleave.
+          const burst: Promise<number>[] = [];
+          for (let i = 0; i < 9; i++) burst.push(increment(tabs[Math.floor(next() * 3)]!));
+          expected += burst.length;
+          const seen = (await Promise.all(burst)).sort((x, y) => x - y);
+          expect(seen).toEqual(Array.from({ length: burst.length }, (_, i) => expected - burst.length + i + 1));
+          // Then one by one, alternating tabs (each mostly a stale view of the others' writes).
+          for (let i = 0; i < 4; i++) expect(await increment(tabs[(round + i) % 3]!)).toBe(++expected);
+        }
+        for (const tab of tabs) expect(await tab.transact("readonly", (tx) => tx.get(["counter"]))).toBe(expected);
+        expect(await keysOf(tabs[0]!, { prefix: ["row"] })).toEqual(Array.from({ length: expected }, (_, i) => ["row", i]));
+        for (const tab of tabs) await tab.close();
+      });
+
+      it("trusts a confirmed version only briefly: long after, the evidence of a missed commit may be gone, so the version is read", async () => {
+        let now = 1_000_000;
+        const clock = (): number => now;
+        const name = freshName("evidence");
+        // A commits change records; B checkpoints at every commit, so it deletes the records and, past the
+        // evidence time, the checkpoint records that kept their bases.
+        const a = paged(name, 4, 64, DEFAULT_LOG_LIMITS, clock);
+        const b = paged(name, 4, 64, { records: 0, bytes: 0 }, clock);
+        expect(await increment(a)).toBe(1);
+        expect(await increment(a)).toBe(2);
+        // B commits on A's version (A's cache misses it), then, past the evidence time, checkpoints enough
+        // to delete every trace of that commit.
+        expect(await increment(b)).toBe(3);
+        now += EVIDENCE_MS + 1;
+        for (let i = 0; i < 2 * EVIDENCE_SWEEP; i++) await increment(b);
+        const total = 3 + 2 * EVIDENCE_SWEEP;
+        // A's cache is at version 3 (the new database's checkpoint, then A's two change records); B's first
+        // commit was made on 3, and nothing stored says so any more.
+        const bases = (await stored(name)).log.flatMap((record) => (record as { b?: number | number[] }).b ?? []);
+        expect(bases).not.toContain(3);
+        expect(bases).toContain(4);
+        // A, idle all that time, no longer trusts its version: it reads it, and no increment is lost.
+        const runs: number[] = [];
+        expect(await increment(a, runs)).toBe(total + 1);
+        expect(runs).toEqual([2, total]);
+        await a.close();
+        await b.close();
+      });
+
+      it("keeps replaced checkpoint records, with the versions they cover, for the evidence time, then deletes them", async () => {
+        let now = 1_000_000;
+        const name = freshName("retention");
+        const engine = paged(name, 4, 64, { records: 1, bytes: 100_000 }, () => now);
+        const checkpoints = async (): Promise<unknown[]> => (await stored(name)).log.filter((record) => (record as { checkpoint?: boolean }).checkpoint === true);
+        for (let i = 0; i < 4; i++) await increment(engine);
+        // Versions: 1 the new database's checkpoint (given an old time by the schema upgrade), 2 a change
+        // record, 3 a checkpoint (made on 2, replacing the record made on 1; it deletes checkpoint 1, past
+        // the evidence time), 4 a change record, 5 a checkpoint.
+        const t0 = now;
+        expect(await checkpoints()).toEqual([
+          { checkpoint: true, cp: 3, at: t0, b: [1, 2] },
+          { checkpoint: true, cp: 5, at: t0, b: [3, 4] },
+        ]);
+        // Exactly the evidence time later, they are kept.
+        now += EVIDENCE_MS;
+        await increment(engine);
+        await increment(engine);
+        expect(await checkpoints()).toEqual([
+          { checkpoint: true, cp: 3, at: t0, b: [1, 2] },
+          { checkpoint: true, cp: 5, at: t0, b: [3, 4] },
+          { checkpoint: true, cp: 7, at: now, b: [5, 6] },
+        ]);
+        // Past it, the next checkpoint deletes them.
+        now += 1;
+        await increment(engine);
+        await increment(engine);
+        expect(await checkpoints()).toEqual([
+          { checkpoint: true, cp: 7, at: now - 1, b: [5, 6] },
+          { checkpoint: true, cp: 9, at: now, b: [7, 8] },
+        ]);
+        // A cold engine starts reading at the newest checkpoint and sees every row.
+        const cold = paged(name, 4, 64, { records: 1, bytes: 100_000 }, () => now);
+        expect(await keysOf(cold, { prefix: ["row"] })).toEqual(Array.from({ length: 8 }, (_, i) => ["row", i]));
+        await cold.close();
+        await engine.close();
+      });
+    });
 
     it("folds pages emptied by deletes into their neighbours, so storage shrinks with the rows", async () => {
       const name = freshName("fold");
@@ -544,39 +670,64 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
 
     it("stores small commits as log records and writes them into the pages at the checkpoint", async () => {
       const name = freshName("log");
-      const engine = paged(name, 4, 8, { records: 3, bytes: 100_000 });
-      const stored = async (): Promise<{ log: unknown[]; pages: number }> => {
-        const { indexedDB: factory, IDBKeyRange: keyRanges } = lane.platform();
-        const db = await openEngineDatabase(factory, keyRanges, name);
-        try {
-          const tx = db.transaction([LOG_STORE, PAGES_STORE]);
-          const log = new Promise<unknown[]>((resolve) => {
-            const request = tx.objectStore(LOG_STORE).getAll();
-            request.onsuccess = () => resolve(request.result);
-          });
-          const pages = new Promise<number>((resolve) => {
-            const request = tx.objectStore(PAGES_STORE).count();
-            request.onsuccess = () => resolve(request.result);
-          });
-          return { log: await log, pages: await pages };
-        } finally {
-          db.close();
-        }
-      };
+      const now = 1_000_000;
+      const engine = paged(name, 4, 8, { records: 3, bytes: 100_000 }, () => now);
       for (let i = 0; i < 3; i++) await engine.transact("readwrite", async (tx) => tx.put(["row", i], i));
-      // The checkpoint of the new database, then one change record per commit; no page yet.
-      expect(await stored()).toEqual({
-        log: [{ checkpoint: true }, ...[0, 1, 2].map((i) => ({ c: [], r: [[encodeKey(["row", i]), 9, i]] }))],
+      // The checkpoint of the new database, then one change record per commit, each naming the version
+      // it was made on; no page yet.
+      const first = { checkpoint: true, cp: 1, at: 0, b: [] };
+      expect(await stored(name)).toEqual({
+        log: [first, ...[0, 1, 2].map((i) => ({ c: [], r: [[encodeKey(["row", i]), 9, i]], b: i + 1 }))],
         pages: 0,
       });
       expect(await keysOf(engine)).toEqual([0, 1, 2].map((i) => ["row", i]));
-      // The log is full: the next commit writes everything into pages and leaves only its checkpoint.
+      // The log is full: the next commit writes everything into pages and replaces the change records
+      // with its checkpoint (the first checkpoint, from the schema upgrade, is past the evidence time).
       await engine.transact("readwrite", async (tx) => tx.put(["row", 3], 3));
-      expect(await stored()).toEqual({ log: [{ checkpoint: true }], pages: 1 });
+      expect(await stored(name)).toEqual({ log: [{ checkpoint: true, cp: 5, at: now, b: [1, 2, 3, 4] }], pages: 1 });
       await engine.close();
       const reopened = paged(name, 4, 8);
       expect(await keysOf(reopened)).toEqual([0, 1, 2, 3].map((i) => ["row", i]));
       await reopened.close();
+    });
+
+    it("upgrades a schema v3 log (no evidence of commits) to v4, keeping its change records and giving its checkpoint an old time", async () => {
+      const name = freshName("upgrade-v4");
+      const { indexedDB: factory, IDBKeyRange: keyRanges } = lane.platform();
+      const v3 = await openEngineDatabase(factory, keyRanges, name, MIGRATIONS.slice(0, 3));
+      // What a v3 engine leaves: the checkpoint at 1 and a change record at 2 (no bases).
+      const change = { c: [], r: [[encodeKey(["row", 0]), 9, 0]] };
+      await new Promise<void>((resolve, reject) => {
+        const tx = v3.transaction(LOG_STORE, "readwrite");
+        tx.objectStore(LOG_STORE).add(change, 2);
+        tx.oncomplete = () => resolve();
+        tx.onabort = () => reject(tx.error ?? new Error("aborted"));
+      });
+      v3.close();
+      const now = 1_000_000;
+      const [a, b] = [paged(name, 4, 64, DEFAULT_LOG_LIMITS, () => now), paged(name, 4, 64, DEFAULT_LOG_LIMITS, () => now)];
+      expect(await scanAll(a)).toEqual([{ key: ["row", 0], value: 0 }]);
+      await a.transact("readwrite", async (tx) => tx.put(["row", 1], 1));
+      // Two engines that both saw version 3 commit on it: the second one's first run is refused by the
+      // evidence of the first, and runs again on version 4.
+      await b.transact("readonly", (tx) => tx.get(["row", 0]));
+      await a.transact("readwrite", async (tx) => tx.put(["row", 2], 2));
+      const runs: unknown[] = [];
+      await b.transact("readwrite", async (tx) => {
+        runs.push(await tx.get(["row", 2]));
+        tx.put(["row", 3], 3);
+      });
+      expect(runs).toEqual([undefined, 2]);
+      expect((await stored(name)).log).toEqual([
+        { checkpoint: true, cp: 1, at: 0, b: [] },
+        change,
+        { c: [], r: [[encodeKey(["row", 1]), 9, 1]], b: 2 },
+        { c: [], r: [[encodeKey(["row", 2]), 9, 2]], b: 3 },
+        { c: [], r: [[encodeKey(["row", 3]), 9, 3]], b: 4 },
+      ]);
+      expect(await keysOf(b)).toEqual([0, 1, 2, 3].map((i) => ["row", i]));
+      await a.close();
+      await b.close();
     });
 
     it("upgrades a schema v1 database (a record per row) to pages, then v2 to the log, keeping every row in order", async () => {

@@ -13,15 +13,19 @@
  *   (layout in `IndexedDbEngineSchema`, an `idb` `DBSchema`);
  * - a small commit is one request: its changes are stored as one record of
  *   a log, and a later commit writes the log's changes into the pages
- *   (a checkpoint) once it holds 128 records or 256 KB;
+ *   (a checkpoint) once it holds 128 records or 256 KB; replaced checkpoint
+ *   records stay for ten minutes, as evidence of the commits they replaced;
  * - pages read are cached per engine with the log after them, at the
  *   database version (one per writing transaction, in any tab) they were read
  *   at; a transaction that finds a newer version reads the log records after
  *   it, so another tab's writes are never read stale; while nothing else of
  *   the engine runs, a transaction reads its cache without waiting for the
- *   version (which is read in the same round as its change record) and, when
- *   another tab wrote meanwhile, is aborted before storing anything and runs
- *   again on the current version (the Engine contract lets a body run twice);
+ *   version: a write shortly after the last one stores its change record
+ *   with one request, which IndexedDB refuses (a unique index) when another
+ *   commit was already made on the same version; otherwise the version is
+ *   read in the same round. Either way, when another tab wrote meanwhile the
+ *   transaction is aborted before storing anything and runs again on the
+ *   current version (the Engine contract lets a body run twice);
  * - every `transact` is exactly one IndexedDB transaction that commits or
  *   aborts as a whole, and resolves only after its `complete` event;
  * - `durability: "strict"` (the default) flushes a commit to disk before

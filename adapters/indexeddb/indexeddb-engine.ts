@@ -25,14 +25,17 @@
  * - Serializability is IndexedDB's: readwrite transactions on one store run one
  *   at a time in creation order (across tabs too), and `transact` creates its
  *   transaction synchronously once connected, in call order.
- * - A transaction started while no other one of this engine runs is
- *   optimistic (`./paged-transaction.ts`): its body reads the cache before the
- *   version read answers, so an awaited write costs one round of requests
- *   instead of two. When another tab, worker or engine object wrote
- *   meanwhile, that transaction is aborted before storing anything and the
- *   body runs again, in a new transaction that reads the version first (the
- *   Engine contract allows a body to run more than once). That second run is
- *   serialized after whatever committed in between.
+ * - A transaction started while no other one of this engine runs reads the
+ *   cache unchecked (`ViewMode` in `./paged-transaction.ts`): an awaited write
+ *   costs one request (trusted, within `TRUST_MS` of the version's last
+ *   confirmation; the `bases` index refuses a commit made on a version that
+ *   another commit already built on) or one round of two (optimistic). When
+ *   another tab, worker or engine object wrote meanwhile, that transaction is
+ *   aborted before storing anything and the body runs again, in a new
+ *   transaction that reads the version first (the Engine contract allows a
+ *   body to run more than once), as do the next few transactions: another
+ *   tab is writing. That second run is serialized after whatever committed in
+ *   between.
  * - The connection is opened on first use (or by `open()`), closed by itself
  *   on `versionchange` (another tab upgrading or deleting the database) and
  *   reopened by the next `transact`. Failures are typed (`./errors.ts`).
@@ -47,8 +50,8 @@
  */
 import type { Engine, EngineTransaction, TransactionMode } from "../../src/engine.js";
 import { connectionLostError, IndexedDbEngineError, transactionAbortError } from "./errors.js";
-import { PagedTransaction } from "./paged-transaction.js";
-import { DEFAULT_LOG_LIMITS, type LogLimits } from "./log.js";
+import { PagedTransaction, type ViewMode } from "./paged-transaction.js";
+import { DEFAULT_LOG_LIMITS, type LogLimits, TRUST_MS } from "./log.js";
 import { DEFAULT_PAGE_LIMITS, PageCache, type PageLimits } from "./pages.js";
 import { LOG_STORE, MIGRATIONS, openEngineDatabase, PAGES_STORE, type Migration } from "./schema.js";
 
@@ -91,6 +94,8 @@ export interface IndexedDbEngineConfig {
   readonly cachePages?: number;
   /** How much the log holds before a commit checkpoints; default {@link DEFAULT_LOG_LIMITS}. */
   readonly logLimits?: LogLimits;
+  /** Epoch ms (default `Date.now`); tests pass one they move, to cross `TRUST_MS` and `EVIDENCE_MS`. */
+  readonly clock?: () => number;
 }
 
 /** Pages the engine keeps in memory by default (at most 16 KB each: 32 MB at worst, far less for index pages). */
@@ -119,8 +124,12 @@ export class IndexedDbEngine implements Engine {
   private closed = false;
   /** `transact` calls not settled yet. */
   private pending = 0;
-  /** IndexedDB transactions created and not yet ended (an optimistic start needs none but its own). */
+  /** IndexedDB transactions created and not yet ended (only a lone one reads its view unchecked). */
   private running = 0;
+  /** Transactions still to run checked after a stale view (another tab is writing). */
+  private contended = 0;
+  /** Epoch ms: when a version was confirmed, when a checkpoint was written (internal: tests move it). */
+  private readonly clock: () => number;
   /** `close()` calls waiting for `pending` to reach 0. */
   private drained: (() => void)[] = [];
 
@@ -134,6 +143,7 @@ export class IndexedDbEngine implements Engine {
     this.limits = config.pageLimits ?? DEFAULT_PAGE_LIMITS;
     this.logLimits = config.logLimits ?? DEFAULT_LOG_LIMITS;
     this.cache = new PageCache(config.cachePages ?? DEFAULT_CACHE_PAGES);
+    this.clock = config.clock ?? Date.now;
   }
 
   /**
@@ -239,10 +249,27 @@ export class IndexedDbEngine implements Engine {
   }
 
   /**
-   * Run `fn` in one IndexedDB transaction on `db`. `optimistic` allows the
-   * optimistic start (`./paged-transaction.ts`) when the cache knows a version
-   * and no other transaction of this engine is running (its commit would move
-   * the version under this one); a stale view rejects with {@link STALE}.
+   * How the next transaction learns its view is current (`ViewMode` in
+   * `./paged-transaction.ts`): checked when `unchecked` is not allowed (a
+   * rerun), when the cache knows no version, when another transaction of this
+   * engine runs (its commit would move the version under this one) or just
+   * after a stale view; trusted for a writing transaction within
+   * {@link TRUST_MS} of the version's confirmation; else optimistic.
+   */
+  private viewMode(mode: TransactionMode, unchecked: boolean): ViewMode {
+    if (!unchecked || this.running > 0 || this.cache.version === null) return "checked";
+    if (this.contended > 0) {
+      this.contended--;
+      return "checked";
+    }
+    const age = this.clock() - this.cache.confirmedAt;
+    return mode === "readwrite" && age >= 0 && age < TRUST_MS ? "trusted" : "optimistic";
+  }
+
+  /**
+   * Run `fn` in one IndexedDB transaction on `db` (`optimistic`: it may read
+   * its view unchecked, see {@link viewMode}); a stale view rejects with
+   * {@link STALE}.
    */
   private run<T>(db: IDBDatabase, mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, optimistic: boolean): Promise<T> {
     const platform = this.platform!;
@@ -272,11 +299,12 @@ export class IndexedDbEngine implements Engine {
           // aborted); its own event settles the call.
         }
       };
-      /** Abort, once an optimistic transaction knows whether its view was current (a stale view's failures are not reported). */
+      /** Abort, once the transaction knows whether its view was current (a stale view's failures are not reported). */
       const abortWhenKnown = (): void => {
-        if (handle.optimistic) void handle.validation.then(abort);
-        else abort();
+        if (handle.mode === "checked") abort();
+        else void handle.confirmed().then(abort);
       };
+      const view = this.viewMode(mode, optimistic);
       this.running++;
       const handle: PagedTransaction = new PagedTransaction(
         tx.objectStore(PAGES_STORE),
@@ -287,13 +315,16 @@ export class IndexedDbEngine implements Engine {
         this.limits,
         this.logLimits,
         abortWhenKnown,
-        optimistic && this.running === 1,
+        view,
         abort,
+        this.clock,
       );
       const settle = (): void => {
         if (body === 0 || state === 0) return;
         if (handle.stale) {
-          // Read from a stale cache: aborted before anything was stored; run the body again.
+          // Read from a stale cache: aborted before anything was stored; run the body again, and
+          // the next few transactions too read the version first (another tab is writing).
+          this.contended = CONTENDED_RUNS;
           // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a private marker, never seen outside
           reject(STALE);
           return;
@@ -319,6 +350,8 @@ export class IndexedDbEngine implements Engine {
         const install = handle.install;
         if (install?.kind === "log") this.cache.installChange(install.base, install.record, install.keys);
         else if (install?.kind === "pages") this.cache.install(install.base, install.puts, install.deletes);
+        // A commit made on the cached version confirms the one it made.
+        if (install !== null && this.cache.version === install.base + 1) this.cache.confirmedAt = this.clock();
         settle();
       };
       tx.onabort = () => {
@@ -330,12 +363,14 @@ export class IndexedDbEngine implements Engine {
       const succeed = (value: unknown): void => {
         body = 1;
         outcome = value;
-        // Optimistic: commit only once the view is confirmed (a stale one was aborted by then).
-        if (handle.optimistic) {
-          void handle.validation.then((current) => {
+        // Commit only once the view is confirmed (a stale one was aborted by then).
+        if (handle.mode === "checked") {
+          if (state === 0) commitNow(tx);
+        } else {
+          void handle.confirmed().then((current) => {
             if (current && state === 0) commitNow(tx);
           });
-        } else if (state === 0) commitNow(tx);
+        }
         settle();
       };
       const onFulfilled = (value: unknown): void => {
@@ -376,7 +411,10 @@ export class IndexedDbEngine implements Engine {
   }
 }
 
-/** What `run` rejects with when an optimistic transaction read a stale cache (`transact` runs the body again). */
+/** Transactions run checked after a stale view, before reading unchecked again. */
+const CONTENDED_RUNS = 8;
+
+/** What `run` rejects with when a transaction read a stale cache (`transact` runs the body again). */
 const STALE: unique symbol = Symbol("stale view");
 
 /**

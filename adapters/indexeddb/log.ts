@@ -22,11 +22,23 @@
  *
  * So the database at version `v` is: the pages, with the change records after
  * the last checkpoint applied in version order. The newest key of the `log`
- * store is the database version, which every transaction reads first; an
- * engine that knows an older version reads the records after it and either
- * applies them (only change records: its cached pages are still current) or,
- * when a checkpoint is among them, forgets its cached pages and keeps the
- * change records after that checkpoint.
+ * store is the database version; an engine that knows an older version reads
+ * the records after it and either applies them (only change records: its
+ * cached pages are still current) or, when a checkpoint is among them,
+ * forgets its cached pages and keeps the change records after that checkpoint.
+ *
+ * Evidence of every commit (schema v4). Each record names the versions it was
+ * made on, `b`, in a unique index (`bases`): a change record made at version
+ * `v + 1` was made on `v`; a checkpoint was made on its own base and on the
+ * bases of the change records it replaced. So two commits made on one version
+ * cannot both be stored: the second one's `add` fails with a
+ * `ConstraintError`, whatever else happened meanwhile. That is what lets an
+ * engine that checked the version a moment ago commit without reading it
+ * again (`./paged-transaction.ts`, "trusted"). A checkpoint deletes the change
+ * records it replaced but keeps its predecessors' checkpoint records, with
+ * their bases, for {@link EVIDENCE_MS}; an engine trusts its check for
+ * {@link TRUST_MS} only, far less, so the evidence of any commit it has not
+ * seen is still stored when it commits.
  */
 import { BTree } from "../../src/ordered/btree.js";
 import { decodeKey, type EncodedInterval } from "../../src/ordered/key-encoding.js";
@@ -41,11 +53,19 @@ export interface ChangeRecord {
   readonly c: readonly EncodedInterval[];
   /** Rows it put or deleted, ascending by encoding. */
   readonly r: readonly LogRow[];
+  /** The version it was made on (the `bases` index; absent in records written before schema v4). */
+  readonly b?: number;
 }
 
 /** Stored by a checkpoint: the pages hold everything committed up to this version. */
 export interface CheckpointRecord {
   readonly checkpoint: true;
+  /** Its own version (the `checkpoints` index: the newest one is where a cold engine starts reading). */
+  readonly cp?: number;
+  /** When it was written (epoch ms): it is kept, as evidence, for {@link EVIDENCE_MS} after the next checkpoint. */
+  readonly at?: number;
+  /** The versions its commit and the change records it replaced were made on (the `bases` index). */
+  readonly b?: readonly number[];
 }
 
 export type LogRecord = ChangeRecord | CheckpointRecord;
@@ -85,6 +105,23 @@ export const DEFAULT_LOG_LIMITS: LogLimits = { records: 128, bytes: 256 * 1024 }
  * against each of them, so many range deletes checkpoint early.
  */
 export const MAX_LOG_CLEARED = 64;
+
+/**
+ * How long an engine trusts a version it confirmed (by reading it, or by a
+ * commit made on it) enough to commit without reading it again.
+ */
+export const TRUST_MS = 10_000;
+
+/**
+ * How long a replaced checkpoint record (and the bases it holds) is kept:
+ * sixty times {@link TRUST_MS}, so that a commit whose evidence is gone
+ * happened long before any check an engine still trusts (clocks of one
+ * machine, which every context of one IndexedDB database shares).
+ */
+export const EVIDENCE_MS = 10 * 60_000;
+
+/** Replaced checkpoint records looked at, for deletion past {@link EVIDENCE_MS}, per checkpoint. */
+export const EVIDENCE_SWEEP = 8;
 
 /** Estimated bytes of a change record (for {@link LogLimits.bytes}). */
 export function recordBytes(record: ChangeRecord): number {

@@ -11,16 +11,13 @@
  *    records after the cached version and brings the cache up to date
  *    (IndexedDB runs a readwrite transaction alone, so the version cannot
  *    move while this one runs).
- *    An *optimistic* transaction (the engine's choice: it knows a version and
- *    runs nothing else) does not wait for that read: the body reads the cache
- *    at once and the flush issues its change record right behind the read.
- *    IndexedDB answers requests in the order they were made, so the read's
- *    answer comes before anything else of the transaction happens. When it
- *    shows another version (another tab wrote meanwhile), the transaction is
- *    aborted at once, before any of its writes, and marked `stale`: the engine
- *    runs the body again, this time reading the version first. Nothing read
- *    from a stale cache is kept: pages loaded by the transaction enter the
- *    cache only once the version is confirmed.
+ *    That read need not come first: the engine may let a transaction read its
+ *    cache unchecked ({@link ViewMode}: optimistic, with the version read in
+ *    the same round as its change record; trusted, with no version read at
+ *    all, the change record's `add` failing if another commit was made on the
+ *    same version). A transaction whose view turns out stale is aborted
+ *    before any of its writes takes effect and marked `stale`; the engine
+ *    runs the body again, checked.
  * 2. Reads look at the committed log's rows first, then find the row's page in
  *    this transaction's view, else in the cache, else with a request (several
  *    pages ahead per request when walking).
@@ -46,7 +43,21 @@ import { encodedInterval, encodeKey, type EncodedInterval } from "../../src/orde
 import { damaged, IndexedDbEngineError } from "./errors.js";
 import { lowerBound, upperBound } from "../../src/ordered/btree.js";
 import { cutPages, isUnderfull, Page, type PageCache, type PageLimits, type PageRecord, PageSet, sizeOf } from "./pages.js";
-import { type ChangeRecord, type CommittedLog, contains, type LogLimits, type LogRecord, type LogRow, MAX_LOG_CLEARED, recordBytes, type Slot } from "./log.js";
+import {
+  type ChangeRecord,
+  type CheckpointRecord,
+  type CommittedLog,
+  contains,
+  EVIDENCE_MS,
+  EVIDENCE_SWEEP,
+  type LogLimits,
+  type LogRecord,
+  type LogRow,
+  MAX_LOG_CLEARED,
+  recordBytes,
+  type Slot,
+} from "./log.js";
+import { CHECKPOINTS_INDEX } from "./schema.js";
 
 const PREFIX = "isostore indexeddb engine: ";
 
@@ -102,6 +113,16 @@ function lastVersion(log: IDBObjectStore): Promise<number> {
       else reject(damaged(`a log key is not a number (${typeof key})`));
     };
     request.onerror = () => reject(request.error ?? new Error(`${PREFIX}reading the version failed`));
+  });
+}
+
+/** The version of the newest checkpoint record (0 for none). */
+function newestCheckpoint(log: IDBObjectStore): Promise<number> {
+  return requestResult(log.index(CHECKPOINTS_INDEX).openKeyCursor(null, "prev")).then((cursor) => {
+    const key = cursor?.primaryKey;
+    if (key === undefined) return 0;
+    if (typeof key !== "number") throw damaged(`a log key is not a number (${typeof key})`);
+    return key;
   });
 }
 
@@ -210,6 +231,28 @@ function rowOf<V>(page: Page, enc: string): V | undefined {
   return (page.keys[i] === enc ? page.values[i] : undefined) as V | undefined;
 }
 
+/** One resolved `true`, shared (a view known current). */
+const CURRENT: Promise<boolean> = Promise.resolve(true);
+
+/**
+ * How a transaction learns that the engine's cache (its view) is the
+ * database's current version; the engine chooses (`./indexeddb-engine.ts`):
+ * - `checked`: its first request reads the version, and every read waits for
+ *   it (and for the catch-up when another tab wrote).
+ * - `optimistic`: the body reads the cache at once; the version read goes out
+ *   first and answers before anything else of the transaction happens. A
+ *   moved version aborts the transaction before any write.
+ * - `trusted` (a writing transaction whose engine confirmed the version less
+ *   than `TRUST_MS` ago): no version read at all. The change record's `add`
+ *   is the check: the `bases` index refuses a second commit made on one
+ *   version (`./log.ts`), so a stale view's commit fails and aborts. A body
+ *   that writes nothing, and a checkpoint, read the version before committing.
+ *
+ * A stale view's transaction stores nothing; the engine runs the body again,
+ * checked.
+ */
+export type ViewMode = "checked" | "optimistic" | "trusted";
+
 /** One resolved empty scan, shared. */
 const NO_ENTRIES: Promise<Entry<never>[]> = Promise.resolve([]);
 
@@ -228,15 +271,20 @@ export class PagedTransaction implements EngineTransaction {
   /** The database version this transaction reads (known once `ready` resolved). */
   private version = 0;
   private readonly ready: Promise<void>;
+  /** How this transaction learns that its view is current (see {@link ViewMode}). */
+  readonly mode: ViewMode;
   /**
-   * Optimistic transactions: the version read's verdict, `null` until it
-   * answers. `true`: the cache was current. `false`: stale, or the read failed.
+   * Whether pages loaded may enter the cache: `true` once the view is known
+   * current (checked; optimistic once the version read confirmed it; trusted
+   * from the start, see {@link ViewMode}), `false` once it is known stale.
    */
   private current: boolean | null;
-  /** Optimistic: set when the version read found another version (the engine runs the body again). */
+  /** Set when the view turned out stale (the engine runs the body again). */
   stale = false;
-  /** Resolves with whether the transaction read a current view (at once `true` for a non-optimistic one). */
-  readonly validation: Promise<boolean>;
+  /** The version read's verdict: issued at the start (optimistic) or on demand (trusted); checked: `true`. */
+  private verdict: Promise<boolean> | null;
+  /** Trusted: the change record was added (its `add` is the check: it fails on a stale view). */
+  private addedChange = false;
   /** The committed log at that version (set once `ready` resolved). */
   private log: CommittedLog | null = null;
   /** Committed pages this transaction has seen (the partition cannot change under it). */
@@ -254,44 +302,70 @@ export class PagedTransaction implements EngineTransaction {
     private readonly logLimits: LogLimits,
     /** Aborts the transaction (when a refused call dooms it). */
     private readonly doom: () => void,
-    /** Read the cache before knowing the version (see the module comment); needs a cache that knows one. */
-    readonly optimistic = false,
-    /** Called when an optimistic transaction turns out stale: it must abort the transaction at once. */
-    onStale: () => void = doom,
+    /** The engine's choice (see {@link ViewMode}); anything but "checked" needs a cache that knows a version. */
+    mode: ViewMode = "checked",
+    /** Aborts the transaction at once (a stale view found by the version read). */
+    private readonly onStale: () => void = doom,
+    /** The engine's clock (epoch ms): when a version was confirmed, when a checkpoint was written. */
+    private readonly clock: () => number = Date.now,
   ) {
-    if (optimistic && cache.version !== null) {
-      this.version = cache.version;
-      this.log = cache.log;
-      this.current = null;
-      this.validation = this.confirm(onStale);
-      this.ready = Promise.resolve();
-    } else {
-      this.optimistic = false;
+    this.mode = mode !== "checked" && cache.version !== null ? mode : "checked";
+    if (this.mode === "checked") {
       this.current = true;
-      this.validation = Promise.resolve(true);
+      this.verdict = CURRENT;
       this.ready = this.start();
       // A failed read aborts the transaction, which settles transact; calls see the rejection.
       this.ready.catch(() => undefined);
+    } else {
+      this.version = cache.version!;
+      this.log = cache.log;
+      this.ready = CURRENT.then(() => undefined);
+      // Trusted: pages only change at checkpoints, and when this view turns out stale the next
+      // transaction catches up, which drops every cached page if a checkpoint happened meanwhile.
+      this.current = this.mode === "trusted" ? true : null;
+      this.verdict = this.mode === "optimistic" ? this.readVerdict() : null;
     }
   }
 
   /**
-   * Read the version behind an optimistic start: the verdict, and on another
-   * version the abort (from the request's own event, so before the IndexedDB
-   * transaction can do anything else).
+   * Whether the view is current, once known: checked at once; optimistic by
+   * the version read issued at the start; trusted by the change record's
+   * `add` when there is one, else by a version read issued now.
    */
-  private confirm(onStale: () => void): Promise<boolean> {
+  confirmed(): Promise<boolean> {
+    if (this.verdict === null) {
+      if (this.addedChange) return CURRENT;
+      this.verdict = this.readVerdict();
+    }
+    return this.verdict;
+  }
+
+  /**
+   * Read the version behind the cache's back: the verdict, and on another
+   * version the abort, from the request's own event (IndexedDB answers
+   * requests in order, so nothing issued after it has taken effect).
+   */
+  private readVerdict(): Promise<boolean> {
     return lastVersion(this.logStore).then(
       (version) => {
-        this.current = version === this.version;
-        if (!this.current) {
-          this.stale = true;
-          onStale();
+        if (version === this.version) {
+          this.current = true;
+          if (this.cache.version === version) this.cache.confirmedAt = this.clock();
+          return true;
         }
-        return this.current;
+        this.markStale();
+        this.onStale();
+        return false;
       },
       () => (this.current = false),
     );
+  }
+
+  /** Note a stale view: nothing loaded enters the cache, and the cache's version is no longer trusted. */
+  private markStale(): void {
+    this.stale = true;
+    this.current = false;
+    this.cache.confirmedAt = -Infinity;
   }
 
   /** Read the database version and bring the cache to it (see the module comment). */
@@ -301,15 +375,18 @@ export class PagedTransaction implements EngineTransaction {
     const cache = this.cache;
     while (cache.version !== version) {
       const seen = cache.version;
-      // Records after the cached version; all of them when the cache knows none (or a later one:
-      // the database was deleted and made again).
+      // Records after the cached version (none known, or a later one: the database was deleted and
+      // made again, means all of them), but never before the newest checkpoint: the older records
+      // are replaced checkpoints kept as evidence, and the cache forgets its pages at a checkpoint.
       const from = seen !== null && seen < version ? seen : null;
-      const query = from === null ? undefined : this.platform.IDBKeyRange.lowerBound(from, true);
-      const records = await readRecords(this.logStore, query, "next", undefined);
+      const newest = await newestCheckpoint(this.logStore);
+      const lower = from === null ? newest : Math.max(from + 1, newest);
+      const records = await readRecords(this.logStore, lower > 0 ? this.platform.IDBKeyRange.lowerBound(lower) : undefined, "next", undefined);
       // Another transaction of this engine (a concurrent reader) may have moved the cache meanwhile.
       if (cache.version !== seen) continue;
       cache.catchUp(from, version, records.map(toLogEntry));
     }
+    cache.confirmedAt = this.clock();
     this.log = cache.log;
   }
 
@@ -407,19 +484,27 @@ export class PagedTransaction implements EngineTransaction {
       keys.push(slot.key);
       rows.push(slot.deleted ? [slot.enc] : [slot.enc, slot.size, slot.value]);
     });
-    const record: ChangeRecord = { c: this.cleared, r: rows };
+    const record: ChangeRecord = { c: this.cleared, r: rows, b: this.version };
     const limits = this.logLimits;
     if (
       log.records < limits.records &&
       log.bytes + recordBytes(record) <= limits.bytes &&
       log.cleared.length + record.c.length <= MAX_LOG_CLEARED
     ) {
-      this.logStore.add(record, next);
+      const request = this.logStore.add(record, next);
+      if (this.mode === "trusted") {
+        this.addedChange = true;
+        // Another commit made on this version (or at the next one) is stored: this view is stale.
+        // The failed request aborts the transaction; the engine runs the body again.
+        request.onerror = () => {
+          if (request.error?.name === "ConstraintError") this.markStale();
+        };
+      }
       this.install = { kind: "log", base: this.version, record, keys };
       return;
     }
     // A checkpoint rewrites pages from the cache's: not before the cache is known to be current.
-    if (!(await this.validation)) throw staleView();
+    if (!(await this.confirmed())) throw staleView();
     await this.checkpoint(log);
   }
 
@@ -436,8 +521,18 @@ export class PagedTransaction implements EngineTransaction {
     this.overlay?.scan(undefined, false, undefined, false, false, Infinity, (slot) => overlay.set(slot));
     const { puts, deletes } = await this.writePages(overlay, log.cleared.concat(this.cleared));
     const next = this.version + 1;
-    this.logStore.delete(this.platform.IDBKeyRange.upperBound(next, true));
-    this.logStore.add({ checkpoint: true } satisfies LogRecord, next);
+    // The change records since the last checkpoint go; their bases move to this checkpoint's record.
+    const floor = this.version - log.records;
+    if (log.records > 0) this.logStore.delete(this.platform.IDBKeyRange.bound(floor, next, true, true));
+    const bases: number[] = [];
+    for (let base = floor; base <= this.version; base++) bases.push(base);
+    const now = this.clock();
+    this.logStore.add({ checkpoint: true, cp: next, at: now, b: bases } satisfies LogRecord, next);
+    // Replaced checkpoint records past the evidence time go, the oldest first, a few per checkpoint.
+    const oldest = await requestResult(this.logStore.index(CHECKPOINTS_INDEX).getAll(null, EVIDENCE_SWEEP));
+    for (const record of oldest as CheckpointRecord[]) {
+      if (record.cp !== undefined && record.cp < next && (record.at ?? 0) < now - EVIDENCE_MS) this.logStore.delete(record.cp);
+    }
     this.install = { kind: "pages", base: this.version, puts, deletes };
   }
 

@@ -373,6 +373,12 @@ export class PageCache extends PageSet {
   version: number | null = null;
   /** The change records after the pages, at {@link version}. Replaced (not emptied) on a reset. */
   log = new CommittedLog();
+  /**
+   * When {@link version} was last confirmed to be the database's (epoch ms,
+   * the engine's clock): by reading it, or by a commit made on the one before.
+   * `-Infinity` when unconfirmed (a reset, a stale transaction).
+   */
+  confirmedAt = -Infinity;
 
   constructor(private readonly capacity: number) {
     super();
@@ -383,6 +389,7 @@ export class PageCache extends PageSet {
     this.clear();
     this.log = new CommittedLog();
     this.version = null;
+    this.confirmedAt = -Infinity;
   }
 
   /**

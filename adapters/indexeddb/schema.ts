@@ -2,7 +2,7 @@
 /**
  * What the IndexedDB engine keeps on disk, and how a database gets there.
  *
- * One database per engine name with two object stores (schema v3):
+ * One database per engine name with two object stores (schema v4):
  * - `pages`: the rows, packed into pages keyed by their low fence (a key
  *   encoding), each holding a sorted run of rows (`./pages.ts`). No indexes:
  *   the core keeps its own secondary-index entries.
@@ -10,13 +10,22 @@
  *   checkpoint, keyed by the database version it made (`./log.ts`): the
  *   changes not yet written into the pages, or the checkpoint itself. Its
  *   newest key is the database version, which tells an engine whether what
- *   it caches is still current.
+ *   it caches is still current. Two indexes: `bases` (unique, multi-entry,
+ *   over `b`: the versions each record was made on, so two commits made on
+ *   one version cannot both be stored) and `checkpoints` (over `cp`, only
+ *   checkpoint records have it: the newest one is where an engine with an
+ *   empty cache starts reading). Replaced checkpoint records are kept for a
+ *   while as evidence (`./log.ts`).
  *
  * Schema v1 stored one record per row in an `entries` store keyed by the tuple
  * key itself; the v2 migration copies those rows into pages, in key order, and
  * drops the store. Schema v2 kept the version in a `meta` store; v3 replaces
  * it with the log, starting with a checkpoint record (the pages hold
- * everything) at version 1. The version step makes every connection of older
+ * everything) at version 1. v4 adds the two indexes and gives the existing
+ * checkpoint record its fields (an old time: it is kept no longer than the
+ * next checkpoint); change records from before carry no bases, which is
+ * harmless: every engine reads the version after the upgrade before it
+ * trusts one. The version step makes every connection of older
  * code close (`versionchange`), so no engine that ignores the log reads pages
  * it has not seen written.
  *
@@ -34,7 +43,7 @@ import type { DBSchema } from "idb";
 import type { Key } from "../../src/engine.js";
 import { encodeKey } from "../../src/ordered/key-encoding.js";
 import { IndexedDbEngineError, openError } from "./errors.js";
-import type { LogRecord } from "./log.js";
+import { type CheckpointRecord, isCheckpoint, type LogRecord } from "./log.js";
 import { DEFAULT_PAGE_LIMITS, PageBuilder, sizeOf, type PageRecord } from "./pages.js";
 
 /** The store of pages (schema v2). */
@@ -45,6 +54,10 @@ const META_STORE = "meta";
 export const LOG_STORE = "log";
 /** Schema v1's one store, a record per row (gone from v2 on). */
 const ENTRIES_STORE = "entries";
+/** The log's index of the versions each record was made on (schema v4). */
+export const BASES_INDEX = "bases";
+/** The log's index of checkpoint records by version (schema v4). */
+export const CHECKPOINTS_INDEX = "checkpoints";
 /** Rows the v2 migration reads per request. */
 const MIGRATION_BATCH = 512;
 
@@ -62,6 +75,12 @@ export interface IndexedDbEngineSchema extends DBSchema {
     /** The database version the record's commit made. */
     key: number;
     value: LogRecord;
+    indexes: {
+      /** The versions a record was made on (unique). */
+      bases: number;
+      /** A checkpoint record's own version. */
+      checkpoints: number;
+    };
   };
 }
 
@@ -107,6 +126,22 @@ export const MIGRATIONS: readonly Migration[] = [
   (db) => {
     db.deleteObjectStore(META_STORE);
     db.createObjectStore(LOG_STORE).add({ checkpoint: true } satisfies LogRecord, 1);
+  },
+  // v4: evidence of every commit (the bases index) and the checkpoints index; the existing checkpoint gets its fields.
+  (_db, tx) => {
+    const log = tx.objectStore(LOG_STORE);
+    log.createIndex(BASES_INDEX, "b", { unique: true, multiEntry: true });
+    log.createIndex(CHECKPOINTS_INDEX, "cp");
+    const cursor = log.openCursor();
+    cursor.onsuccess = () => {
+      const at = cursor.result;
+      if (at === null) return;
+      const record = at.value as LogRecord;
+      if (isCheckpoint(record) && record.cp === undefined) {
+        at.update({ checkpoint: true, cp: at.key as number, at: 0, b: [] } satisfies CheckpointRecord);
+      }
+      at.continue();
+    };
   },
 ];
 
