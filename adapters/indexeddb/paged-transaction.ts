@@ -357,7 +357,13 @@ export class PagedTransaction implements EngineTransaction {
         this.onStale();
         return false;
       },
-      () => (this.current = false),
+      () => {
+        // The transaction ended without an answer (aborted, or committed under a body that awaited
+        // something else): what the body read is unverified. Nothing of it was stored (a body that
+        // wrote fails before its writes), so the engine runs it again, checked.
+        this.markStale();
+        return false;
+      },
     );
   }
 
