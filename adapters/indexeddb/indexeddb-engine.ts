@@ -162,7 +162,7 @@ export class IndexedDbEngine implements Engine {
     }
     if (typeof fn !== "function") return Promise.reject(new TypeError(`${PREFIX}transact needs a function`));
     this.pending++;
-    // Optimistic first (when the engine runs nothing else); a stale view runs the body again, reading the version first.
+    // Unchecked first (see viewMode); a stale view runs the body again, reading the version first.
     const run = this.attempt(mode, fn, true).catch((error: unknown) => {
       if (error !== STALE) throw error;
       return this.attempt(mode, fn, false);
@@ -171,8 +171,8 @@ export class IndexedDbEngine implements Engine {
   }
 
   /** One run of `fn` in its own IndexedDB transaction (connected: created now, so transactions start in call order). */
-  private attempt<T>(mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, optimistic: boolean): Promise<T> {
-    return this.db !== null ? this.run(this.db, mode, fn, optimistic) : this.connect().then((db) => this.run(db, mode, fn, optimistic));
+  private attempt<T>(mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, unchecked: boolean): Promise<T> {
+    return this.db !== null ? this.run(this.db, mode, fn, unchecked) : this.connect().then((db) => this.run(db, mode, fn, unchecked));
   }
 
   /**
@@ -267,11 +267,11 @@ export class IndexedDbEngine implements Engine {
   }
 
   /**
-   * Run `fn` in one IndexedDB transaction on `db` (`optimistic`: it may read
+   * Run `fn` in one IndexedDB transaction on `db` (`unchecked`: it may read
    * its view unchecked, see {@link viewMode}); a stale view rejects with
    * {@link STALE}.
    */
-  private run<T>(db: IDBDatabase, mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, optimistic: boolean): Promise<T> {
+  private run<T>(db: IDBDatabase, mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, unchecked: boolean): Promise<T> {
     const platform = this.platform!;
     return new Promise<T>((resolve, reject) => {
       let tx: IDBTransaction;
@@ -304,7 +304,7 @@ export class IndexedDbEngine implements Engine {
         if (handle.mode === "checked") abort();
         else void handle.confirmed().then(abort);
       };
-      const view = this.viewMode(mode, optimistic);
+      const view = this.viewMode(mode, unchecked);
       this.running++;
       const handle: PagedTransaction = new PagedTransaction(
         tx.objectStore(PAGES_STORE),
