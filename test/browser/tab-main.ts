@@ -66,6 +66,18 @@ const api = {
     return accepted;
   },
 
+  /** Append `count` new events one at a time, each awaited; returns [id, position] of each, in order. */
+  async appendEach(db: string, count: number, keys: number, seed: number): Promise<[string, number, string][]> {
+    const { engine, journal } = journalOn(db);
+    const out: [string, number, string][] = [];
+    for (const event of makeEvents(count, keys, seed)) {
+      const result = await journal.append(event);
+      out.push([event.id, result.position, result.status]);
+    }
+    await engine.close();
+    return out;
+  },
+
   /**
    * A delivery worker: claim up to 3 events for `consumer` with a long lease,
    * "deliver" each (a short random pause), ack it; stop after `idleRounds`

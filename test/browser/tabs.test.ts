@@ -3,6 +3,8 @@
  * the commands in tab-commands.ts):
  * - two pages claiming for the same consumer never hold the same event in
  *   flight at once, and each ordering key is delivered in append order;
+ * - two pages appending at once, one awaited append at a time each, get
+ *   distinct positions and lose nothing;
  * - a page reloaded in the middle of a delivery loses only its lease: every
  *   append it saw accepted is still there and is delivered.
  */
@@ -56,6 +58,28 @@ describe("several tabs over one IndexedDB journal (Chromium)", () => {
       }
     }
     expect(await commands.tabCall(a, "stats", [db, "billing"])).toEqual({ pending: 0, inFlight: 0 });
+  });
+
+  it("two pages appending one event at a time, at once, get distinct positions and lose nothing", async () => {
+    const db = `append-tabs-${run}`;
+    const [a, b] = [await openTab(), await openTab()];
+    // Each page's engine commits right after its own last commit, on a version the other page keeps
+    // moving: most of these commits find their view stale and run again.
+    const [fromA, fromB] = await Promise.all([
+      commands.tabCall<[string, number, string][]>(a, "appendEach", [db, 150, 10, 1_700_000_000_000]),
+      commands.tabCall<[string, number, string][]>(b, "appendEach", [db, 150, 10, 1_800_000_000_000]),
+    ]);
+    const all = [...fromA, ...fromB];
+    expect(all.every(([, , status]) => status === "accepted")).toBe(true);
+    expect(all.map(([, position]) => position).sort((x, y) => x - y)).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
+    // Each page's own appends got increasing positions, and the two pages' appends interleaved.
+    for (const mine of [fromA, fromB]) {
+      for (let i = 1; i < mine.length; i++) expect(mine[i]![1]).toBeGreaterThan(mine[i - 1]![1]);
+      expect(mine[mine.length - 1]![1] - mine[0]![1]).toBeGreaterThan(mine.length);
+    }
+    const drained = await commands.tabCall<[string, number][]>(a, "drain", [db, "billing", Date.now()]);
+    expect(drained.map(([id]) => id).sort()).toEqual(all.map(([id]) => id).sort());
+    expect(drained.every(([, attempt]) => attempt === 1)).toBe(true);
   });
 
   it("a page reloaded in the middle of a delivery loses only its lease, never an accepted event", async () => {
