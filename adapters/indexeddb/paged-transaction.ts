@@ -233,6 +233,8 @@ function rowOf<V>(page: Page, enc: string): V | undefined {
 
 /** One resolved `true`, shared (a view known current). */
 const CURRENT: Promise<boolean> = Promise.resolve(true);
+/** One resolved promise, shared (the view of an unchecked transaction is ready at once). */
+const READY: Promise<void> = Promise.resolve();
 
 /**
  * How a transaction learns that the engine's cache (its view) is the
@@ -319,7 +321,7 @@ export class PagedTransaction implements EngineTransaction {
     } else {
       this.version = cache.version!;
       this.log = cache.log;
-      this.ready = CURRENT.then(() => undefined);
+      this.ready = READY;
       // Trusted: pages only change at checkpoints, and when this view turns out stale the next
       // transaction catches up, which drops every cached page if a checkpoint happened meanwhile.
       this.current = this.mode === "trusted" ? true : null;
@@ -381,12 +383,12 @@ export class PagedTransaction implements EngineTransaction {
     const cache = this.cache;
     while (cache.version !== version) {
       const seen = cache.version;
-      // Records after the cached version (none known, or a later one: the database was deleted and
-      // made again, means all of them), but never before the newest checkpoint: the older records
-      // are replaced checkpoints kept as evidence, and the cache forgets its pages at a checkpoint.
+      // The records after the cached version. A cache that knows none (or a later one: the database
+      // was deleted and made again) reads from the newest checkpoint: the records before it are
+      // replaced checkpoints kept as evidence. (After a known version they are few: at most those of
+      // the evidence time, and the catch-up starts after the last checkpoint among them anyway.)
       const from = seen !== null && seen < version ? seen : null;
-      const newest = await newestCheckpoint(this.logStore);
-      const lower = from === null ? newest : Math.max(from + 1, newest);
+      const lower = from === null ? await newestCheckpoint(this.logStore) : from + 1;
       const records = await readRecords(this.logStore, lower > 0 ? this.platform.IDBKeyRange.lowerBound(lower) : undefined, "next", undefined);
       // Another transaction of this engine (a concurrent reader) may have moved the cache meanwhile.
       if (cache.version !== seen) continue;
