@@ -6,6 +6,8 @@
  */
 import { InvalidArgumentError, InvalidConsumerIdError, InvalidEventError } from "./errors.js";
 import type { Capacity, ConsumerId, DeliveryId, JsonValue, UsageEvent, UsageRecord } from "./types.js";
+import { utf8Length } from "../storage/names.js";
+import { randomBytes } from "../storage/web.js";
 
 /**
  * The longest consumer name, in bytes of UTF-8 (as the spec's `ConsumerId::MAX_LEN`
@@ -35,17 +37,6 @@ const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f
 /** Whether `text` is a UUIDv7 in canonical (lowercase, hyphenated) form. */
 export function isRequestId(text: unknown): text is string {
   return typeof text === "string" && UUID_V7.test(text);
-}
-
-/** The Web Crypto subset the core uses; looked up when called, so the module loads anywhere. */
-interface RandomSource {
-  getRandomValues<T extends Uint8Array>(array: T): T;
-}
-
-function randomBytes(count: number): Uint8Array {
-  const source = (globalThis as unknown as { crypto?: RandomSource }).crypto;
-  if (!source) throw new Error("isostore needs the Web Crypto API (globalThis.crypto) to mint request ids");
-  return source.getRandomValues(new Uint8Array(count));
 }
 
 let lastMs = -1;
@@ -80,16 +71,6 @@ export function newRequestId(now: number = Date.now()): string {
   let tail = "";
   for (let i = 4; i < 10; i++) tail += hex(random[i]!, 2);
   return `${timeHex.slice(0, 8)}-${timeHex.slice(8)}-${randA}-${variant}-${tail}`;
-}
-
-/** Bytes `text` takes as UTF-8 (a lone surrogate as U+FFFD, 3 bytes, as `TextEncoder` writes it). */
-function utf8Length(text: string): number {
-  let bytes = 0;
-  for (const character of text) {
-    const point = character.codePointAt(0)!;
-    bytes += point < 0x80 ? 1 : point < 0x800 ? 2 : point < 0x10000 ? 3 : 4;
-  }
-  return bytes;
 }
 
 /**

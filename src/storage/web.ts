@@ -62,7 +62,7 @@ export async function sha256(bytes: Uint8Array): Promise<Uint8Array> {
 /** `count` bytes from `crypto.getRandomValues`, looked up at call time. */
 export function randomBytes(count: number): Uint8Array {
   const crypto = platform<{ getRandomValues?<T extends Uint8Array>(array: T): T }>("crypto");
-  if (!crypto.getRandomValues) throw new Error("isostore storage needs the Web Crypto API (globalThis.crypto.getRandomValues)");
+  if (!crypto.getRandomValues) throw new Error("isostore needs the Web Crypto API (globalThis.crypto.getRandomValues)");
   return crypto.getRandomValues(new Uint8Array(count));
 }
 
