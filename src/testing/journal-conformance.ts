@@ -84,6 +84,8 @@ export const CONFORMANCE_CLOCK_START = 1_700_000_000_000;
 
 const JOURNAL_NAME = "conformance";
 const NAMESPACE = "ns";
+/** The namespaces of valid events: key `i` is subject `k-(i >> 1)` in namespace `i % 2`, so subjects repeat across namespaces. */
+const NAMESPACES = [NAMESPACE, "ns-b"] as const;
 const CONSUMERS: readonly ConsumerId[] = ["c-a", "c-b", "c-c"].map(parseConsumerId);
 /**
  * The request ids the random sequences use: enough to fill the largest
@@ -239,7 +241,7 @@ function buildEvent(spec: EventSpec, world: World, now: number): UsageEvent {
   const units = spec.variant === 1 ? spec.id + 100 : spec.id + 1;
   const data = spec.reorder ? { unit: "token", units } : { units, unit: "token" };
   return createUsageEvent({
-    record: { requestId: pick(REQUEST_IDS, spec.id), namespace: NAMESPACE, subject: `k-${keyIndex}`, data },
+    record: { requestId: pick(REQUEST_IDS, spec.id), namespace: NAMESPACES[keyIndex % 2]!, subject: `k-${keyIndex >> 1}`, data },
     observedAt: Math.max(0, now + spec.offset),
   });
 }

@@ -232,7 +232,13 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
       "array order is part of the fact",
     );
     const deliveries = await journal.claim(billing, lease(time));
-    expectEqual(only(deliveries, "claim").event.record.data, { model: "m-1", usage: { input: 10, output: 0, cached: [0, 1] } }, "the stored data is the first append's");
+    const claimed = only(deliveries, "claim").event;
+    expectEqual(claimed.observedAt, t0, "the first observation is kept (the plain re-append said t0 + 1)");
+    const stored = claimed.record.data as { usage: { output: number; cached: number[] } };
+    // Exactly the first append's (as createUsageEvent made it), and +0: deep equality would tell neither key order nor -0 apart.
+    const first = withData({ model: "m-1", usage: { input: 10, output: 0, cached: [0, 1] } }).record.data;
+    expectEqual(JSON.stringify(stored), JSON.stringify(first), "the stored data is the first append's, keys in its order");
+    expectEqual([Object.is(stored.usage.output, 0), Object.is(stored.usage.cached[0], 0)], [true, true], "its zeros are +0, not the later appends' -0");
   });
 
   example("a refused append changes nothing, not even the pruning it would have done", { retainAcknowledgedMs: 0 }, async ({ journal, time, t0 }) => {
@@ -265,6 +271,29 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     expectEqual(await journal.claim(billing, lease(time)), [], "user-a is still in flight, user-b is done");
     await journal.ack(delivery(billing, 2, 1));
     expectEqual(handed(await journal.claim(billing, lease(time, 1000, 1))), [`${rid(4)}#1`], "the last event of user-a");
+  });
+
+  example("the ordering key is the namespace and the subject: one subject in two namespaces is two keys", {}, async ({ journal, time, t0 }) => {
+    const inGlobex = (n: number) => createUsageEvent({ record: { requestId: rid(n), namespace: "globex", subject: "user-1", data: { tokens: n } }, observedAt: t0 });
+    await journal.append(usage(1, "user-1", t0));
+    await journal.append(inGlobex(2));
+    await journal.append(usage(3, "user-1", t0));
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#1`, `${rid(2)}#1`], "the first event of each namespace's user-1");
+    await journal.ack(delivery(billing, 2, 1));
+    expectEqual(await journal.claim(billing, lease(time)), [], "acme/user-1 is still in flight: its next event waits");
+    await journal.ack(delivery(billing, 1, 1));
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(3)}#1`], "then acme/user-1 goes on");
+  });
+
+  example("consumer names may hold digits and `_`: each such name is a consumer of its own", {}, async ({ journal, time, t0 }) => {
+    await journal.append(usage(1, "user-1", t0));
+    const first = parseConsumerId("billing_v2");
+    const second = parseConsumerId("2nd-region");
+    expectEqual(handed(await journal.claim(first, lease(time))), [`${rid(1)}#1`], "billing_v2 claims");
+    expectEqual(handed(await journal.claim(second, lease(time))), [`${rid(1)}#1`], "2nd-region has its own delivery state");
+    await journal.ack({ consumer: first, event: rid(1), attempt: 1 });
+    expectEqual((await journal.stats(first)).pending, 0, "billing_v2 is done");
+    expectEqual((await journal.stats(second)).inFlight, 1, "2nd-region still holds it");
   });
 
   example("batches are ordered by position", {}, async ({ journal, time, t0 }) => {
