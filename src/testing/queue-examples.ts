@@ -14,7 +14,7 @@ import { createStore } from "../storage/store.js";
 import { utf8Encode } from "../storage/web.js";
 import type { ConformanceCase } from "./journal-conformance.js";
 import type { QueueConformanceOptions } from "./queue-conformance.js";
-import { describeStorageError, renderStorage, settleStorage } from "./storage-compare.js";
+import { describeStorageError, renderStorage, sameStorage, settleStorage } from "./storage-compare.js";
 import { SharedSliceBytes } from "./storage-examples.js";
 
 const T0 = 1_700_000_000_000;
@@ -22,7 +22,7 @@ const HOUR = 60 * 60 * 1000;
 const p = (...values: number[]) => new Uint8Array(values);
 
 function expectEqual(actual: unknown, expected: unknown, what: string): void {
-  if (renderStorage(actual) !== renderStorage(expected)) {
+  if (!sameStorage(actual, expected)) {
     throw new Error(`${what}\n  expected: ${renderStorage(expected)}\n  actual:   ${renderStorage(actual)}`);
   }
 }

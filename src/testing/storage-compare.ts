@@ -66,6 +66,15 @@ export function sameStorageOutcome(a: StorageOutcome, b: StorageOutcome): boolea
   return false;
 }
 
+/**
+ * Whether two values are the same plain data, every byte compared (and, as
+ * their rendering, keys in the same order): what the examples assert with.
+ * ({@link renderStorage} summarises long byte arrays, so it must not decide.)
+ */
+export function sameStorage(a: unknown, b: unknown): boolean {
+  return JSON.stringify(plain(a)) === JSON.stringify(plain(b));
+}
+
 /** Render a value or outcome for a failure message (byte arrays longer than 16 bytes are summarised). */
 export function renderStorage(value: unknown): string {
   return JSON.stringify(plain(value), (_key, item: unknown) => {

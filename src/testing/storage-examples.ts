@@ -13,7 +13,7 @@ import { validateName } from "../storage/names.js";
 import { createStore, type Store } from "../storage/store.js";
 import { newAbortController, newByteStream, sameBytes, type ByteStream, type ByteStreamReader } from "../storage/web.js";
 import type { ConformanceCase } from "./journal-conformance.js";
-import { describeStorageError, renderStorage, settleStorage } from "./storage-compare.js";
+import { describeStorageError, renderStorage, sameStorage, settleStorage } from "./storage-compare.js";
 import type { StorageConformanceOptions } from "./storage-conformance.js";
 import { virtualScheduler } from "./storage-scheduler.js";
 import { virtualClock, type VirtualClock } from "./virtual-clock.js";
@@ -37,7 +37,7 @@ function fail(what: string, expected: unknown, actual: unknown): never {
 }
 
 function expectEqual(actual: unknown, expected: unknown, what: string): void {
-  if (renderStorage(actual) !== renderStorage(expected)) fail(what, expected, actual);
+  if (!sameStorage(actual, expected)) fail(what, expected, actual);
 }
 
 /** Expect a rejection whose class, code and listed fields are as given. */
@@ -46,7 +46,7 @@ async function expectRejects(call: () => unknown, expected: { readonly error: st
   if (outcome.ok) fail(`${what}: expected a rejection`, expected, { resolved: outcome.value });
   const actual = describeStorageError(outcome.error);
   for (const [field, value] of Object.entries(expected)) {
-    if (renderStorage(actual[field]) !== renderStorage(value)) fail(`${what}: wrong ${field}`, expected, actual);
+    if (!sameStorage(actual[field], value)) fail(`${what}: wrong ${field}`, expected, actual);
   }
   return outcome.error;
 }
