@@ -782,6 +782,20 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
   });
 
   example(
+    "drop_oldest drops the event waiting longest in the journal (appended first), whatever its observedAt",
+    { maxEvents: 2, policy: "drop_oldest" },
+    async ({ journal, time, t0, capacity }) => {
+      await journal.append(usage(1, "user-1", t0));
+      await journal.append(usage(2, "user-2", t0 - 5000)); // a late replay: observed first, appended second
+      // The oldest pending event for stats is the one observed first: its age is how far behind the bill is.
+      expectEqual(await journal.stats(billing), stats(capacity, { pending: 2, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 5000 }), "before the drop");
+      expectEqual(await journal.append(usage(3, "user-3", t0)), { status: "accepted", position: 3 }, "the third append");
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`, `${rid(3)}#1`], "event 1, appended first, was dropped");
+      expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 2, quarantined: 0, oldestPendingAgeMs: null, dropped: 1 }), "after the drop");
+    },
+  );
+
+  example(
     "drop_oldest never drops a quarantined event; an all-poison journal refuses",
     { maxEvents: 2, policy: "drop_oldest" },
     async ({ journal, time, t0, capacity }) => {
