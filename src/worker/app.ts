@@ -133,11 +133,13 @@ function checkAppOptions(options: AppOptions): void {
 }
 
 /**
- * Where a request failed its schema on a field the journal checks itself (an
- * event, a consumer name), throw the journal's own error for it
- * (`invalid_event` with its `rule`, `invalid_consumer_id` with its fields), as
- * a local call would; otherwise return and let the caller answer
- * `invalid_request`.
+ * Where a single-item request failed its schema on a field the journal checks
+ * itself (the event of `/append`, a consumer name in a body or path), throw
+ * the journal's own error for it (`invalid_event` with its `rule`,
+ * `invalid_consumer_id` with its fields), as a local call would; otherwise
+ * return and let the caller answer `invalid_request`. Batch items never get
+ * here for such a field: their schemas leave it to the journal, which rejects
+ * the item in place (a batch item over `MAX_ITEM_TEXT` stays `invalid_request`).
  */
 async function throwJournalCheck(target: string, issues: readonly { readonly path: readonly PropertyKey[] }[], c: Context): Promise<void> {
   const check = (run: () => unknown): void => {
@@ -158,8 +160,9 @@ async function throwJournalCheck(target: string, issues: readonly { readonly pat
     if (target === "json" && path[0] === "event" && path[1] === "record" && (field === "requestId" || field === "namespace" || field === "subject")) {
       check(() => createUsageEvent((body as { event: Parameters<typeof createUsageEvent>[0] }).event));
     }
-    // `consumer` (body or path), `delivery.consumer`, `deliveries[i].consumer`.
-    if (path[path.length - 1] === "consumer") check(() => parseConsumerId(value));
+    // `consumer` (body or path), `delivery.consumer`.
+    const at = path.join(".");
+    if (at === "consumer" || at === "delivery.consumer") check(() => parseConsumerId(value));
   }
 }
 
@@ -417,7 +420,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       method: "post",
       path: "/v1/journals/{journal}/append-batch",
       summary: "Append up to 1000 events; one result per event, in order",
-      description: "An invalid event is `rejected` in place and the rest are appended. The token must may append every namespace of the batch, else nothing is appended (403).",
+      description:
+        "The journal checks each event (request id, ordering key, data, observedAt): an invalid one is `rejected` in place with the journal's error, as a local `appendBatch` would, and the rest are appended. The token must be allowed to append the namespace of every valid event, else nothing is appended (403).",
       security,
       request: { params: s.JournalParamsSchema, ...body(s.AppendBatchBodySchema) },
       responses: ok(s.AppendBatchAnswerSchema, "per-event results"),
@@ -427,18 +431,19 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       const { events } = c.req.valid("json");
       const entry = journalOf(c, journal);
       const principal = c.get("principal");
-      for (const event of events) {
-        if (!mayAppend(principal, event.record.namespace)) throw new ApiError("forbidden", `this token may not append to namespace \`${event.record.namespace}\``);
-      }
-      // Invalid events are rejected in place by the journal's own check (appendBatch is per-event).
+      // An invalid event is handed on as sent: the journal's own check rejects it in place (appendBatch is
+      // per-event), whatever its namespace, as it is never appended.
       const built = events.map((event) => {
         try {
           return createUsageEvent(event as Parameters<typeof createUsageEvent>[0]);
         } catch {
-          return event as never;
+          return null;
         }
       });
-      const results = await entry.journal.appendBatch(built);
+      for (const event of built) {
+        if (event !== null && !mayAppend(principal, event.record.namespace)) throw new ApiError("forbidden", `this token may not append to namespace \`${event.record.namespace}\``);
+      }
+      const results = await entry.journal.appendBatch(built.map((event, index) => event ?? (events[index] as never)));
       return c.json({ results: encodeBatch(results) } as never, 200);
     },
   );
@@ -475,7 +480,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       method: "post",
       path: "/v1/journals/{journal}/ack",
       summary: "Acknowledge up to 1000 deliveries; one result per delivery, in order",
-      description: "Each ack is idempotent; a failed one (e.g. `not_outstanding`) does not stop the others. Needs `consume`.",
+      description:
+        "Each ack is idempotent; a failed one (e.g. `not_outstanding`, or `invalid_consumer_id` / `invalid_argument` from the journal's check of the delivery id) is reported in place and does not stop the others. Needs `consume`.",
       security,
       request: { params: s.JournalParamsSchema, ...body(s.AckBodySchema) },
       responses: ok(s.AckAnswerSchema, "per-delivery results"),

@@ -4,7 +4,11 @@
  * (`/v1/openapi.json`). Objects are strict (an unknown field is refused),
  * strings and arrays have limits, names follow the journal's grammar. The
  * journal validates again behind them (a UUIDv7 request id, JSON data depth
- * and size), so these schemas are the first gate, not the only one.
+ * and size), so these schemas are the first gate, not the only one. The items
+ * of the batch routes are the exception: there the fields the journal checks
+ * itself are bounded by type and length only, so that the journal rejects a
+ * bad item in place, as a local `appendBatch` / `ackBatch` does, instead of
+ * the schema refusing the whole batch.
  */
 import { z } from "@hono/zod-openapi";
 import { MAX_CONSUMER_ID_LENGTH, MAX_ORDERING_PART_LENGTH } from "../journal/event.js";
@@ -14,6 +18,12 @@ import { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_LEASE_MS } from "../journal/jou
 export const MAX_ACK_BATCH = 1000;
 /** Most quarantined events one bulk action visits. */
 export const MAX_BULK = 10_000;
+/**
+ * Longest string a batch item may carry in a field the journal checks itself
+ * (request id, namespace, subject, consumer): well above every journal limit,
+ * so the journal judges each item; the cap only keeps bodies bounded.
+ */
+export const MAX_ITEM_TEXT = 1024;
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const NAME = /^[a-z0-9_-]+$/;
@@ -47,6 +57,26 @@ export const RecordSchema = z
 /** An event sent to the API: a record and when it was observed. */
 export const ObservedRecordSchema = z.strictObject({ record: RecordSchema, observedAt: epochMs }).openapi("ObservedRecord");
 
+/** A string field of a batch item that the journal checks itself, per item (see {@link MAX_ITEM_TEXT}). */
+const itemText = (rule: string) => z.string().max(MAX_ITEM_TEXT).openapi({ description: `${rule}; checked by the journal, which rejects a bad item in place` });
+/** A number field of a batch item that the journal checks itself, per item. */
+const itemNumber = (rule: string) => z.number().openapi({ description: `${rule}; checked by the journal, which rejects a bad item in place` });
+
+/** An event of an append batch: {@link ObservedRecordSchema} with the journal's rules left to the journal. */
+const BatchEventSchema = z
+  .strictObject({
+    record: z
+      .strictObject({
+        requestId: itemText("a UUIDv7 in lowercase hyphenated form"),
+        namespace: itemText(`1 to ${MAX_ORDERING_PART_LENGTH} characters`),
+        subject: itemText(`1 to ${MAX_ORDERING_PART_LENGTH} characters`),
+        data: JsonSchema,
+      })
+      .openapi("BatchUsageRecord"),
+    observedAt: itemNumber("epoch milliseconds, a non-negative integer"),
+  })
+  .openapi("BatchObservedRecord");
+
 /** An event as the API answers it. */
 export const UsageEventSchema = z
   .object({
@@ -61,6 +91,15 @@ export const UsageEventSchema = z
 export const DeliveryIdSchema = z
   .strictObject({ consumer: ConsumerSchema, event: RequestIdSchema, attempt: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER) })
   .openapi("DeliveryId");
+
+/** A delivery id of an ack batch: {@link DeliveryIdSchema} with the journal's rules left to the journal. */
+const AckDeliverySchema = z
+  .strictObject({
+    consumer: itemText(`a consumer name: 1 to ${MAX_CONSUMER_ID_LENGTH} lowercase letters, digits, \`-\` and \`_\``),
+    event: itemText("the event's request id, a UUIDv7"),
+    attempt: itemNumber("a positive integer"),
+  })
+  .openapi("AckDelivery");
 
 /** Why an event was set aside. */
 export const PoisonReasonSchema = z.enum(["malformed", "rejected", "attempts_exhausted"]).openapi("PoisonReason");
@@ -109,7 +148,7 @@ const AppendResultSchema = z.object({ status: z.enum(["accepted", "already_prese
 export const AppendBodySchema = z.strictObject({ event: ObservedRecordSchema });
 export const AppendAnswerSchema = z.object({ result: AppendResultSchema });
 
-export const AppendBatchBodySchema = z.strictObject({ events: z.array(ObservedRecordSchema).max(MAX_BATCH_EVENTS) });
+export const AppendBatchBodySchema = z.strictObject({ events: z.array(BatchEventSchema).max(MAX_BATCH_EVENTS) });
 export const AppendBatchAnswerSchema = z.object({
   results: z.array(z.union([AppendResultSchema, z.object({ status: z.literal("rejected"), error: WireErrorSchema })])),
 });
@@ -124,7 +163,7 @@ export const ClaimAnswerSchema = z.object({
   deliveries: z.array(z.object({ id: DeliveryIdSchema, event: UsageEventSchema, leaseExpiresAt: z.number().int() }).openapi("Delivery")),
 });
 
-export const AckBodySchema = z.strictObject({ deliveries: z.array(DeliveryIdSchema).min(1).max(MAX_ACK_BATCH) });
+export const AckBodySchema = z.strictObject({ deliveries: z.array(AckDeliverySchema).min(1).max(MAX_ACK_BATCH) });
 export const AckAnswerSchema = z.object({
   results: z.array(z.union([z.object({ ok: z.literal(true) }), z.object({ ok: z.literal(false), error: WireErrorSchema })])),
 });

@@ -9,7 +9,8 @@ import { validate } from "@readme/openapi-parser";
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { HttpJournal, type FetchLike } from "../../src/http/index.js";
-import { createJournal, createUsageEvent, parseConsumerId, type Capacity, type UsageJournal } from "../../src/index.js";
+import { createJournal, createUsageEvent, parseConsumerId, type Capacity, type DeliveryId, type UsageJournal } from "../../src/index.js";
+import { encodeAcks, encodeBatch } from "../../src/journal/wire.js";
 import { createApp, type AppOptions } from "../../src/worker/index.js";
 
 const OPS = "operator-token-0123456789";
@@ -140,12 +141,67 @@ describe("gates and the error mapping", () => {
     expect([upper.status, upper.json.error?.code, (upper.json.error as unknown as { fields: { rule: string } }).fields.rule]).toEqual([400, "invalid_consumer_id", "character"]);
     const inPath = await call("GET", "/v1/journals/usage/consumers/Bad%20Name/stats");
     expect([inPath.status, inPath.json.error?.code]).toEqual([400, "invalid_consumer_id"]);
+    // In a batch, a bad consumer is the journal's to reject in place (see the next test).
     const inAck = await call("POST", "/v1/journals/usage/ack", { body: { deliveries: [{ consumer: "", event: rid(1), attempt: 1 }] } });
-    expect([inAck.status, inAck.json.error?.code]).toEqual([400, "invalid_consumer_id"]);
+    expect([inAck.status, inAck.json["results"]]).toMatchObject([200, [{ ok: false, error: { code: "invalid_consumer_id", fields: { consumer: "", rule: "empty" } } }]]);
     // A field the journal does not check itself stays a schema error.
     const badLimit = await call("POST", "/v1/journals/usage/claim", { body: { consumer: "billing", maxEvents: 0, leaseMs: 1000 } });
     expect([badLimit.status, badLimit.json.error?.code]).toEqual([400, "invalid_request"]);
     expect((await journal.stats(billing)).pending).toBe(0);
+  });
+
+  it("rejects a bad event or delivery of a batch in place and handles the rest, as a local journal does with the same batch", async () => {
+    const local = createJournal(memoryEngine(), { name: "local", capacity: CAPACITY, clock: () => t0 });
+    /** The batch as a caller hands it to a journal: built events, and the invalid ones as sent. */
+    const asEvents = (wires: readonly ReturnType<typeof event>[]) =>
+      wires.map((wire) => {
+        try {
+          return createUsageEvent(wire);
+        } catch {
+          return wire as never;
+        }
+      });
+    const withRecord = (n: number, change: Record<string, unknown>) => ({ ...event(n), record: { ...event(n).record, ...change } });
+    const events = [event(1), withRecord(2, { requestId: "not-a-uuid" }), event(3, "acme", ""), withRecord(4, { namespace: "n".repeat(257) }), { ...event(5), observedAt: -1 }, event(6)];
+    const expected = encodeBatch(await local.appendBatch(asEvents(events)));
+    expect(expected.map((result) => (result.status === "rejected" ? result.error.fields["rule"] : result.status))).toEqual(["accepted", "request_id", "subject", "namespace", "observed_at", "accepted"]);
+
+    // Over HTTP, with a token scoped to `acme`: the invalid `n…` namespace is rejected in place, never appended.
+    const { call, journal, client } = setup();
+    const appended = await call("POST", "/v1/journals/usage/append-batch", { token: ACME, body: { events } });
+    expect([appended.status, appended.json["results"]]).toEqual([200, expected]);
+    expect(encodeBatch(await setup().client.appendBatch(asEvents(events)))).toEqual(expected);
+
+    // Both journals hold events 1 and 6; ack a batch of their deliveries with bad ones between them.
+    const claimed = await call("POST", "/v1/journals/usage/claim", { body: { consumer: "billing", maxEvents: 10, leaseMs: 60_000 } });
+    const ids = (claimed.json["deliveries"] as { id: DeliveryId }[]).map((delivery) => delivery.id);
+    expect(ids.map((id) => id.event)).toEqual([rid(1), rid(6)]);
+    expect((await local.claim(billing, { maxEvents: 10, leaseMs: 60_000, now: t0 })).map((delivery) => delivery.id)).toEqual(ids);
+    const deliveries = [
+      ids[0]!,
+      { consumer: "", event: rid(1), attempt: 1 },
+      { consumer: "Billing", event: rid(1), attempt: 1 },
+      { consumer: "b".repeat(64), event: rid(1), attempt: 1 },
+      { consumer: "billing", event: "not-a-uuid", attempt: 1 },
+      { consumer: "billing", event: rid(6), attempt: 0 },
+      ids[1]!,
+    ] as DeliveryId[];
+    const acks = encodeAcks(await local.ackBatch(deliveries));
+    expect(acks.map((result) => (result.ok ? "ok" : `${result.error.code} ${String(result.error.fields["rule"] ?? result.error.fields["argument"])}`))).toEqual([
+      "ok",
+      "invalid_consumer_id empty",
+      "invalid_consumer_id character",
+      "invalid_consumer_id too_long",
+      "invalid_argument delivery.event",
+      "invalid_argument delivery.attempt",
+      "ok",
+    ]);
+    const acked = await call("POST", "/v1/journals/usage/ack", { token: CONSUME, body: { deliveries } });
+    expect([acked.status, acked.json["results"]]).toEqual([200, acks]);
+    expect(await journal.stats(billing)).toEqual(await local.stats(billing));
+    expect((await journal.stats(billing)).inFlight).toBe(0);
+    // The client checks the same rules before sending, and answers the same (the acks are idempotent).
+    expect(encodeAcks(await client.ackBatch(deliveries))).toEqual(encodeAcks(await local.ackBatch(deliveries)));
   });
 
   it("the client rebuilds typed errors from answers", async () => {

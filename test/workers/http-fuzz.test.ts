@@ -15,6 +15,12 @@
  *
  * Every answer must be a 4xx whose JSON body is `{ error: { code, message } }`
  * with a documented code (and the code the mutation calls for); never a 5xx.
+ * One exception: a batch item (append-batch, ack) given a value of the right
+ * JSON type that breaks a rule the journal checks itself (request id, ordering
+ * part, observedAt, consumer, delivery id) is the journal's to reject in place:
+ * the answer is 200, that item rejected exactly as a local journal rejects it,
+ * and the other items answered exactly as in the same batch without it (they
+ * are already present or refused in place, so they change nothing either).
  * Afterwards the journal must be unchanged: stats of the consumers used,
  * quarantined events, audit log, attempts, and its contents (claimed in full
  * by a fresh consumer, compared with the seeded events, per-key order
@@ -28,9 +34,11 @@ import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { PartitionedJournal } from "../../adapters/durable-objects/index.js";
+import { memoryEngine } from "../../adapters/memory/index.js";
 import {
   MAX_LEASE_MS,
   MAX_RECORD_DATA_CHARS,
+  createJournal,
   createUsageEvent,
   newRequestId,
   orderingKeyText,
@@ -39,7 +47,8 @@ import {
   type DeliveryId,
   type UsageEvent,
 } from "../../src/index.js";
-import { createApp } from "../../src/worker/index.js";
+import { MAX_ITEM_TEXT, createApp } from "../../src/worker/index.js";
+import { encodeAcks, encodeBatch } from "../../src/journal/wire.js";
 import { soakRequested } from "../../src/testing/index.js";
 
 const SOAK = soakRequested() || (import.meta as unknown as { env?: Record<string, unknown> }).env?.["VITE_SOAK"] === "1";
@@ -100,6 +109,8 @@ interface Probe {
   readonly headers: Readonly<Record<string, string>>;
   readonly body?: Body;
   readonly expect: readonly string[];
+  /** A batch item the journal rejects in place (see {@link Field.judged}): the template's name and where the item is. */
+  readonly inPlace?: { readonly template: string; readonly item: Path };
 }
 
 type Segment = string | { readonly param: "journal" | "consumer" | "requestId"; readonly value: string };
@@ -117,6 +128,13 @@ interface Field {
   readonly path: Path;
   readonly kind: Kind;
   readonly required: boolean;
+  /**
+   * A field of a batch item (`item`, e.g. `["events", 1]`) the journal checks
+   * itself: a value out of its range, but of the right JSON type and (a
+   * string) at most `MAX_ITEM_TEXT` long, is rejected in place with a 200; a
+   * longer string is refused whole (`invalid_request`).
+   */
+  readonly judged?: { readonly item: Path };
 }
 
 type QueryKind = "limit" | "cursor" | "order" | "reason" | "text200" | "key" | "requestId";
@@ -222,14 +240,20 @@ function mutateBody(t: Template, label: string, expect: readonly string[], chang
 const INVALID = ["invalid_request"] as const;
 
 /**
- * The journal's own error for a string field it checks itself (an append's
- * event fields, a consumer name): the API answers with it, as a local call
- * would. Other fields are schema errors (`invalid_request`).
+ * The journal's own error for a string field of a single-item request it
+ * checks itself (an append's event fields, a consumer name): the API answers
+ * with it, as a local call would. Other fields are schema errors
+ * (`invalid_request`); batch items are {@link Field.judged}.
  */
 function journalCheck(path: readonly (string | number)[]): readonly string[] | null {
   if (path[0] === "event" && path[1] === "record" && (path[2] === "requestId" || path[2] === "namespace" || path[2] === "subject")) return ["invalid_event"];
-  if (path[path.length - 1] === "consumer") return ["invalid_consumer_id"];
+  if (path.join(".") === "consumer" || path.join(".") === "delivery.consumer") return ["invalid_consumer_id"];
   return null;
+}
+
+/** Whether a value out of a judged field's range reaches the journal (the right JSON type, within the schema's cap). */
+function reachesJournal(value: unknown): boolean {
+  return !(value instanceof Raw) && !(typeof value === "string" && value.length > MAX_ITEM_TEXT);
 }
 
 /** Values of the wrong JSON type for a kind (never one the kind accepts). */
@@ -378,14 +402,20 @@ function mutations(t: Template): fc.Arbitrary<Probe> {
         .chain((field) => wrongTypes(field.kind).map((value) => ({ field, value })))
         .map(({ field, value }) => mutateBody(t, `wrong type ${field.path.join(".")} = ${stringify(value).slice(0, 24)}`, INVALID, (body) => setAt(body, field.path, value))),
     );
-    const ranged = t.fields.filter((field) => outOfRange(field.kind, getAt(t.body, field.path)).length > 0);
+    // A judged string also gets one over the schema's cap (refused whole: the cap keeps bodies bounded).
+    const outOf = (field: Field) => [...outOfRange(field.kind, getAt(t.body, field.path)), ...(field.judged && field.kind.type === "string" ? ["a".repeat(MAX_ITEM_TEXT + 1)] : [])];
+    const ranged = t.fields.filter((field) => outOf(field).length > 0);
     if (ranged.length > 0) {
       add(
         8,
         fc
           .constantFrom(...ranged)
-          .chain((field) => fc.constantFrom(...outOfRange(field.kind, getAt(t.body, field.path))).map((value) => ({ field, value })))
-          .map(({ field, value }) => mutateBody(t, `out of range ${field.path.join(".")} = ${stringify(value).slice(0, 24)}`, journalCheck(field.path) ?? INVALID, (body) => setAt(body, field.path, value))),
+          .chain((field) => fc.constantFrom(...outOf(field)).map((value) => ({ field, value })))
+          .map(({ field, value }) => {
+            const label = `out of range ${field.path.join(".")} = ${stringify(value).slice(0, 24)}`;
+            const probe = mutateBody(t, label, field.judged ? INVALID : (journalCheck(field.path) ?? INVALID), (body) => setAt(body, field.path, value));
+            return field.judged && reachesJournal(value) ? { ...probe, expect: [], inPlace: { template: t.name, item: field.judged.item } } : probe;
+          }),
       );
     }
     if (t.dataPath !== undefined) {
@@ -687,7 +717,7 @@ let scopes = 0;
 
 describe("HTTP API fuzz (createApp over PartitionedJournal, P = 2)", () => {
   it(
-    `answers ${RUNS} malformed requests with documented 4xx errors and changes nothing`,
+    `answers ${RUNS} malformed requests with documented 4xx errors (a batch item the journal judges: rejected in place) and changes nothing`,
     async () => {
       const started = Date.now();
       const scope = `http-fuzz-${scopes++}-${crypto.randomUUID()}/`;
@@ -727,19 +757,24 @@ describe("HTTP API fuzz (createApp over PartitionedJournal, P = 2)", () => {
 
       // The templates: valid requests that would change state (or succeed, for reads).
       const delivery = (d: { id: DeliveryId }) => ({ ...d.id });
-      const deliveryFields = (prefix: Path): Field[] => [
+      // `inBatch`: the fields are a batch item's, at `prefix`, judged by the journal (see Field.judged).
+      const deliveryFields = (prefix: Path, inBatch = false): Field[] => [
         { path: prefix, kind: { type: "object", keys: ["consumer", "event", "attempt"] }, required: true },
-        { path: [...prefix, "consumer"], kind: { type: "string", min: 1, max: 63, grammar: "name" }, required: true },
-        { path: [...prefix, "event"], kind: { type: "string", min: 36, max: 36, grammar: "requestId" }, required: true },
-        { path: [...prefix, "attempt"], kind: { type: "int", min: 1, max: Number.MAX_SAFE_INTEGER }, required: true },
+        ...[
+          { path: [...prefix, "consumer"], kind: { type: "string", min: 1, max: 63, grammar: "name" }, required: true } as const,
+          { path: [...prefix, "event"], kind: { type: "string", min: 36, max: 36, grammar: "requestId" }, required: true } as const,
+          { path: [...prefix, "attempt"], kind: { type: "int", min: 1, max: Number.MAX_SAFE_INTEGER }, required: true } as const,
+        ].map((field): Field => (inBatch ? { ...field, judged: { item: prefix } } : field)),
       ];
-      const eventFields = (prefix: Path): Field[] => [
+      const eventFields = (prefix: Path, inBatch = false): Field[] => [
         { path: prefix, kind: { type: "object", keys: ["record", "observedAt"] }, required: true },
         { path: [...prefix, "record"], kind: { type: "object", keys: ["requestId", "namespace", "subject", "data"] }, required: true },
-        { path: [...prefix, "record", "requestId"], kind: { type: "string", min: 36, max: 36, grammar: "requestId" }, required: true },
-        { path: [...prefix, "record", "namespace"], kind: { type: "string", min: 1, max: 256 }, required: true },
-        { path: [...prefix, "record", "subject"], kind: { type: "string", min: 1, max: 256 }, required: true },
-        { path: [...prefix, "observedAt"], kind: { type: "int", min: 0, max: Number.MAX_SAFE_INTEGER }, required: true },
+        ...[
+          { path: [...prefix, "record", "requestId"], kind: { type: "string", min: 36, max: 36, grammar: "requestId" }, required: true } as const,
+          { path: [...prefix, "record", "namespace"], kind: { type: "string", min: 1, max: 256 }, required: true } as const,
+          { path: [...prefix, "record", "subject"], kind: { type: "string", min: 1, max: 256 }, required: true } as const,
+          { path: [...prefix, "observedAt"], kind: { type: "int", min: 0, max: Number.MAX_SAFE_INTEGER }, required: true } as const,
+        ].map((field): Field => (inBatch ? { ...field, judged: { item: prefix } } : field)),
       ];
       const now: Field = { path: ["now"], kind: { type: "int", min: 0, max: Number.MAX_SAFE_INTEGER }, required: false };
       const J = { param: "journal", value: "usage" } as const;
@@ -762,8 +797,9 @@ describe("HTTP API fuzz (createApp over PartitionedJournal, P = 2)", () => {
           segments: ["journals", J, "append-batch"],
           token: "full",
           lacking: ["appendAcme", "consume", "operate"],
-          body: { events: [fresh(2, "acme"), fresh(3, "other"), fresh(4, "acme")] },
-          fields: [{ path: ["events"], kind: { type: "array", min: 0, max: 1000 }, required: true }, ...eventFields(["events", 1])],
+          // Only events.1 is new: with it rejected in place, the batch changes nothing.
+          body: { events: [seededWire[2], fresh(3, "other"), seededWire[3]] },
+          fields: [{ path: ["events"], kind: { type: "array", min: 0, max: 1000 }, required: true }, ...eventFields(["events", 1], true)],
         },
         {
           name: "claim",
@@ -785,8 +821,9 @@ describe("HTTP API fuzz (createApp over PartitionedJournal, P = 2)", () => {
           segments: ["journals", J, "ack"],
           token: "consume",
           lacking: ["appendAcme", "operate"],
-          body: { deliveries: [delivery(d1)] },
-          fields: [{ path: ["deliveries"], kind: { type: "array", min: 1, max: 1000 }, required: true }, ...deliveryFields(["deliveries", 0])],
+          // q1 is quarantined (refused in place, changing nothing); deliveries.1 is the ack that changes state.
+          body: { deliveries: [delivery(q1), delivery(d1)] },
+          fields: [{ path: ["deliveries"], kind: { type: "array", min: 1, max: 1000 }, required: true }, ...deliveryFields(["deliveries", 1], true)],
         },
         {
           name: "nack",
@@ -914,14 +951,62 @@ describe("HTTP API fuzz (createApp over PartitionedJournal, P = 2)", () => {
         { ...valid(byName("claim")), label: "claim form POST", headers: { authorization: bearer("consume") }, body: { kind: "form" }, expect: ["unsupported_media_type"] },
         { ...valid(byName("release")), label: "release multipart POST", headers: { authorization: bearer("operate") }, body: { kind: "multipart" }, expect: ["unsupported_media_type"] },
         { ...valid(byName("ack")), label: "ack without a token", headers: { "content-type": "application/json" }, expect: ["unauthorized"] },
+        ...(
+          [
+            ["append-batch", ["events", 1], ["record", "requestId"], "not-a-request-id"],
+            ["append-batch", ["events", 1], ["record", "subject"], ""],
+            ["ack", ["deliveries", 1], ["consumer"], ""],
+            ["ack", ["deliveries", 1], ["event"], "not-a-request-id"],
+          ] as const
+        ).map(([name, item, field, value]): Probe => ({
+          ...mutateBody(byName(name), `out of range ${[...item, ...field].join(".")} = ${JSON.stringify(value)}`, [], (body) => setAt(body, [...item, ...field], value)),
+          inPlace: { template: name, item },
+        })),
       ];
+
+      // What the judged batches answer for the items a mutation leaves alone: the template without its
+      // judged item (already present, or refused in place: sending it changes nothing).
+      const baselines = new Map<string, unknown[]>();
+      for (const t of templates) {
+        const judged = t.fields.find((field) => field.judged !== undefined)?.judged;
+        if (judged === undefined) continue;
+        const body = clone(t.body!);
+        (getAt(body, judged.item.slice(0, -1)) as unknown[]).splice(judged.item[judged.item.length - 1] as number, 1);
+        const answer = (await post(pathOf(t.segments), body, t.token)) as { results: unknown[] };
+        baselines.set(t.name, answer.results);
+      }
+      expect([...baselines.keys()]).toEqual(["append-batch", "ack"]);
+      // The reference for a judged item: a local journal's answer for it (a rejection needs no state).
+      const local = createJournal(memoryEngine(), { name: "local", capacity: journal.capacity, clock: () => NOW });
+      /** The answer a probe with a judged item must get: the baseline with the local journal's rejection of the item spliced in. */
+      const inPlaceAnswer = async (probe: Probe & { inPlace: NonNullable<Probe["inPlace"]> }) => {
+        const { template, item } = probe.inPlace;
+        // As the server parses it.
+        const parsed = JSON.parse(stringify((probe.body as { value: unknown }).value)) as unknown;
+        const alone = getAt(parsed, item);
+        const [own] = template === "ack" ? encodeAcks(await local.ackBatch([alone as never])) : encodeBatch(await local.appendBatch([alone as never]));
+        if (own === undefined || !("error" in own)) throw new Error(`the mutation left the item valid (${probe.label}): ${JSON.stringify(own)}`);
+        const results = [...baselines.get(template)!];
+        results.splice(item[item.length - 1] as number, 0, own);
+        return { results };
+      };
+
       let sent = 0;
+      let inPlace = 0;
       await fc.assert(
         fc.asyncProperty(probes, async (probe) => {
           const answer = await send(app, probe);
           sent += 1;
           const code = errorCode(answer);
           const where = `${probe.method} ${probe.path.slice(0, 200)} (${probe.label}) answered ${answer.status} ${answer.text.slice(0, 300)}`;
+          if (probe.inPlace !== undefined) {
+            expect(answer.status, where).toBe(200);
+            expect(answer.json, where).toEqual(await inPlaceAnswer({ ...probe, inPlace: probe.inPlace }));
+            inPlace += 1;
+            statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
+            tally.set("in place", (tally.get("in place") ?? 0) + 1);
+            return;
+          }
           if (answer.status < 400 || answer.status > 499) throw new Error(`not a 4xx: ${where}`);
           if (code === null) throw new Error(`no { error: { code, message } } body: ${where}`);
           if (!DOCUMENTED_4XX.has(code)) throw new Error(`undocumented code ${code}: ${where}`);
@@ -934,6 +1019,7 @@ describe("HTTP API fuzz (createApp over PartitionedJournal, P = 2)", () => {
         { seed: SEED, numRuns: RUNS, endOnFailure: true, examples: examples.map((probe) => [probe] as [Probe]) },
       );
       const fuzzMs = Date.now() - started;
+      expect(inPlace).toBeGreaterThan(0);
 
       // Nothing changed.
       expect(await snapshot(journal, seededEvents)).toEqual(before);
@@ -949,8 +1035,8 @@ describe("HTTP API fuzz (createApp over PartitionedJournal, P = 2)", () => {
       for (const t of templates) {
         const answer = await send(app, valid(t));
         expect(answer.status, `${t.name} unbroken: ${answer.text.slice(0, 300)}`).toBe(200);
-        if (t.name === "ack") expect(answer.json).toEqual({ results: [{ ok: true }] });
-        if (t.name === "append-batch") expect((answer.json as { results: { status: string }[] }).results.map((r) => r.status)).toEqual(["accepted", "accepted", "accepted"]);
+        if (t.name === "ack") expect((answer.json as { results: { ok: boolean; error?: { code: string } }[] }).results.map((r) => r.error?.code ?? r.ok)).toEqual(["quarantined", true]);
+        if (t.name === "append-batch") expect((answer.json as { results: { status: string }[] }).results.map((r) => r.status)).toEqual(["already_present", "accepted", "already_present"]);
         if (t.name === "claim") expect((answer.json as { deliveries: unknown[] }).deliveries.length).toBeGreaterThan(0);
         if (t.name === "bulk") expect(answer.json).toMatchObject({ matched: 1, applied: 1 });
       }
