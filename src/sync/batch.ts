@@ -7,13 +7,26 @@
  *   `already_present` for it. Nothing else acknowledges.
  * - A per-event refusal the sink calls permanent (`retryable: false`:
  *   `conflict`, `invalid_event`, ...) is quarantined as `rejected`, for an
- *   operator. A retryable one (`at_capacity`, ...) is nacked with backoff.
- * - When `appendBatch` as a whole fails (throws, times out, answers the wrong
- *   number of results), every event is nacked with backoff and the error text:
- *   the sink may have stored part of the batch, which the replay finds as
- *   `already_present` (the sink is idempotent on request ids). A permanent
- *   whole-batch error is nacked too, not quarantined: the journal's attempt
- *   budget turns it into `attempts_exhausted` without guessing here.
+ *   operator.
+ * - A failure that is not the events' fault is not charged to them. That is
+ *   a retryable one, whole-batch or per event (the sink unavailable, timed
+ *   out, overloaded, `at_capacity`), or the sink refusing the credentials
+ *   (HTTP 401 / 403 for the whole call). The loop holds the batch and sends
+ *   what is left of it again after the backoff, so an outage of any length
+ *   costs each event one delivery attempt: claiming again would spend a new
+ *   attempt each time, and the journal's attempt budget would then quarantine
+ *   the events as `attempts_exhausted`. `runOnce` and `drain` do not wait:
+ *   they nack with backoff.
+ * - A whole-batch failure that is permanent and not about the credentials
+ *   (the sink answers the wrong number of results, refuses the call as
+ *   malformed, fails internally) is nacked with backoff and the error text,
+ *   not quarantined: nothing says which event caused it, and the journal's
+ *   attempt budget turns a poison batch into `attempts_exhausted` without
+ *   guessing here. A batch too large for the sink (`payload_too_large`) is
+ *   split in halves until each part passes; a single event too large on its
+ *   own is refused for good (`rejected`).
+ * - The sink may have stored part of a failed call: the replay finds it as
+ *   `already_present` (the sink is idempotent on request ids).
  * - While the sink has not answered, a heartbeat extends the leases every
  *   `heartbeatMs`, so a slow sink does not cause a redelivery; the heartbeat
  *   is stopped, and its last extension settled, before anything is settled.
@@ -33,7 +46,7 @@ import { MAX_LEASE_MS } from "../journal/journal.js";
 import type { AckResult, BatchAppendResult, ConsumerId, Delivery, DeliveryId, UsageJournal } from "../journal/types.js";
 import type { Scheduler } from "../storage/leaser.js";
 import type { BackoffPolicy } from "./backoff.js";
-import { describeError, isRetryable, SinkProtocolError, SinkTimeoutError } from "./errors.js";
+import { describeError, isPayloadTooLarge, isRetryable, isSinkWide, SinkProtocolError, SinkTimeoutError } from "./errors.js";
 
 /** What the forwarder writes to: anything with the journal's `appendBatch` (a `UsageJournal`, an `HttpJournal`). */
 export type ForwarderSink = Pick<UsageJournal, "appendBatch">;
@@ -51,10 +64,12 @@ export interface BatchReport {
   readonly alreadyPresent: number;
   /** Quarantined in the source as `rejected` (a permanent per-event refusal). */
   readonly quarantined: number;
-  /** Nacked with backoff (a retryable refusal or a whole-batch failure). */
+  /** Nacked: a whole-batch failure no event is known to have caused for good, a retryable refusal outside the loop, or what a stopping loop held. */
   readonly retried: number;
-  /** Settle calls (ack, nack, quarantine) the source failed: those events are redelivered when their lease lapses. */
+  /** Settle calls (ack, nack, quarantine) the source failed, and held events whose lease the source stopped recognising: those events are redelivered when their lease lapses. */
   readonly unsettled: number;
+  /** Times what was left of the batch went to the sink again after a failure that was not the events' fault (only the loop holds a batch so). */
+  readonly resent: number;
   /** Whether something failed that is worth backing off for (a claim or sink failure, a retryable refusal). */
   readonly failed: boolean;
 }
@@ -85,7 +100,7 @@ export interface BatchContext {
 }
 
 const MAX_NACK_ERROR_CHARS = 2000;
-const EMPTY: BatchReport = Object.freeze({ claimed: 0, forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, failed: false });
+const EMPTY: BatchReport = Object.freeze({ claimed: 0, forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, resent: 0, failed: false });
 
 /** The `retryAfterMs` of a nack: the policy's delay for this attempt, clamped to what `nack` takes. */
 export function retryDelay(backoff: BackoffPolicy, failures: number): number {
@@ -94,8 +109,63 @@ export function retryDelay(backoff: BackoffPolicy, failures: number): number {
   return Math.min(MAX_LEASE_MS, Math.max(0, Math.round(delay)));
 }
 
-/** Forward one batch. Never rejects: every failure goes to `context.report` and into the report's counts. */
-export async function forwardBatch(context: BatchContext): Promise<BatchReport> {
+/**
+ * How the loop keeps a batch while the sink as a whole fails, rather than
+ * nack it (see {@link forwardBatch}). `runOnce` and `drain` pass none.
+ */
+export interface BatchHold {
+  /** Whether to go on holding (false once the loop stopped). */
+  active(): boolean;
+  /** Resolve after `ms`, or earlier when interrupted (the loop stopped, the device came back online). */
+  wait(ms: number): Promise<void>;
+  /** Told before each wait: sends of this batch that failed in a row, and when the next one is due (clock ms). */
+  waiting(failures: number, retryAt: number): void;
+  /** Told when what is left of the batch goes to the sink again. */
+  resending(): void;
+}
+
+/** What became of one claimed event at the sink. */
+type Outcome =
+  /** The sink holds it: acknowledge. */
+  | { readonly kind: "held"; readonly status: "accepted" | "already_present" }
+  /** The sink refused this event for good (`conflict`, `invalid_event`, too large on its own, ...): quarantine as `rejected`. */
+  | { readonly kind: "refused"; readonly error: unknown }
+  /** Not this event's fault (the sink unavailable, full, timed out, refusing the credentials): send again later. */
+  | { readonly kind: "again"; readonly error: unknown }
+  /** The whole call failed for good and no event is known to be the cause: nack, and let the attempt budget decide. */
+  | { readonly kind: "failed"; readonly error: unknown };
+
+/** Counts of one batch as it settles (the mutable side of {@link BatchReport}). */
+interface Tally {
+  forwarded: number;
+  alreadyPresent: number;
+  quarantined: number;
+  retried: number;
+  unsettled: number;
+  resent: number;
+  failed: boolean;
+}
+
+/**
+ * Forward one batch. Never rejects: every failure goes to `context.report`
+ * and into the report's counts.
+ *
+ * With a `hold` (the loop), a failure that is not the events' fault (the
+ * sink unavailable, timed out or full, or refusing the credentials) keeps
+ * the batch: what is left of it is sent again after the backoff, its leases
+ * extended meanwhile, until the sink takes it or the loop stops. A claim
+ * counts a delivery attempt, so nacking and claiming again through an outage
+ * would spend the events' attempt budget and quarantine them as
+ * `attempts_exhausted` for no fault of theirs; a held batch spends one
+ * attempt whatever the outage's length. When the loop stops, what is left is
+ * nacked to be claimable at once. Without a hold, such failures are nacked
+ * with backoff.
+ *
+ * A batch the sink finds too large (`payload_too_large`, HTTP 413) is split
+ * in halves and each half sent on its own, down to single events; a single
+ * event the sink finds too large is quarantined as `rejected`.
+ */
+export async function forwardBatch(context: BatchContext, hold: BatchHold | null = null): Promise<BatchReport> {
   let deliveries: Delivery[];
   try {
     deliveries = await context.source.claim(context.consumer, { maxEvents: context.batchSize, leaseMs: context.leaseMs, now: context.clock() });
@@ -106,39 +176,111 @@ export async function forwardBatch(context: BatchContext): Promise<BatchReport> 
   if (deliveries.length === 0) return EMPTY;
   context.onClaimed?.(deliveries.length);
 
+  const tally: Tally = { forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, resent: 0, failed: false };
+  let outstanding = deliveries;
+  let failures = 0;
+  // The heartbeat keeps the leases while the sink has the events and while a held batch waits;
+  // it is paused, its extension in flight settled, whenever events are settled.
   const heartbeat = startHeartbeat(context, deliveries);
-  let results: BatchAppendResult[] | null = null;
-  let batchError: unknown = null;
+  try {
+    for (;;) {
+      const outcomes = await send(context, outstanding);
+      await heartbeat.pause();
+      const again = await settle(context, outstanding, outcomes, tally, hold !== null && hold.active());
+      if (again.length === 0 || hold === null) break;
+      heartbeat.resume(again.map((delivery) => delivery.id));
+      failures += 1;
+      const delay = retryDelay(context.backoff, failures);
+      hold.waiting(failures, context.clock() + delay);
+      await hold.wait(delay);
+      await heartbeat.pause();
+      // An event whose lease the source no longer recognises (an operator quarantined it, say) is not this batch's any more.
+      const lost = heartbeat.lost();
+      outstanding = again.filter((delivery) => !lost.has(delivery.id.event));
+      tally.unsettled += again.length - outstanding.length;
+      if (outstanding.length === 0 || !hold.active()) {
+        // Stopped while holding: give the events back at once, for whoever forwards next.
+        await nackAll(context, outstanding, "the forwarder stopped while the sink was failing", tally, 0);
+        if (outstanding.length > 0) tally.failed = true;
+        break;
+      }
+      heartbeat.resume(outstanding.map((delivery) => delivery.id));
+      tally.resent += 1;
+      hold.resending();
+    }
+  } finally {
+    await heartbeat.stop();
+  }
+  return { claimed: deliveries.length, ...tally };
+}
+
+/**
+ * Send `deliveries` to the sink; one outcome per delivery, in order. Every
+ * failure is reported here. Never rejects.
+ */
+async function send(context: BatchContext, deliveries: readonly Delivery[]): Promise<Outcome[]> {
+  let results: BatchAppendResult[];
   try {
     results = await appendWithTimeout(context, deliveries);
     if (!Array.isArray(results) || results.length !== deliveries.length) {
       throw new SinkProtocolError(`${deliveries.length} events sent, ${Array.isArray(results) ? results.length : "no array of"} results received`);
     }
   } catch (error) {
-    results = null;
-    batchError = error;
-  } finally {
-    await heartbeat.stop();
+    context.report({ phase: "append", error, requestIds: deliveries.map((delivery) => delivery.id.event) });
+    if (isPayloadTooLarge(error)) {
+      if (deliveries.length === 1) return [{ kind: "refused", error }];
+      const half = Math.ceil(deliveries.length / 2);
+      return [...(await send(context, deliveries.slice(0, half))), ...(await send(context, deliveries.slice(half)))];
+    }
+    const kind = isSinkWide(error) ? "again" : "failed";
+    return deliveries.map(() => ({ kind, error }));
   }
+  return deliveries.map((delivery, index): Outcome => {
+    const result = results[index];
+    if (result !== undefined && (result.status === "accepted" || result.status === "already_present")) return { kind: "held", status: result.status };
+    const error: unknown = result !== undefined && result.status === "rejected" ? result.error : new SinkProtocolError(`unknown result ${describeResult(result)}`);
+    context.report({ phase: "append", error, requestIds: [delivery.id.event] });
+    return isRetryable(error) ? { kind: "again", error } : { kind: "refused", error };
+  });
+}
 
-  if (results === null) {
-    context.report({ phase: "append", error: batchError, requestIds: deliveries.map((delivery) => delivery.id.event) });
-    const text = describeError(batchError);
-    const outcomes = await Promise.all(deliveries.map((delivery) => nack(context, delivery.id, text)));
-    const retried = outcomes.filter(Boolean).length;
-    return { ...EMPTY, claimed: deliveries.length, retried, unsettled: deliveries.length - retried, failed: true };
-  }
-
-  let forwarded = 0;
-  let alreadyPresent = 0;
-  let quarantined = 0;
-  let retried = 0;
-  let unsettled = 0;
-  let failed = false;
-  // What the sink holds is acknowledged in one call (one source transaction, not one per event).
-  const held = deliveries.flatMap((delivery, index) => {
-    const status = results[index]?.status;
-    return status === "accepted" || status === "already_present" ? [{ delivery, status }] : [];
+/**
+ * Settle what the sink decided: acknowledge what it holds (one `ackBatch`),
+ * quarantine what it refused for good, nack whole-batch failures. Returns the
+ * deliveries to send again: those with an `again` outcome when `keep`
+ * (otherwise they are nacked too).
+ */
+async function settle(context: BatchContext, deliveries: readonly Delivery[], outcomes: readonly Outcome[], tally: Tally, keep: boolean): Promise<Delivery[]> {
+  const held: { delivery: Delivery; status: "accepted" | "already_present" }[] = [];
+  const again: Delivery[] = [];
+  const settling: Promise<void>[] = [];
+  deliveries.forEach((delivery, index) => {
+    const outcome = outcomes[index]!;
+    switch (outcome.kind) {
+      case "held":
+        held.push({ delivery, status: outcome.status });
+        return;
+      case "refused":
+        settling.push(
+          settleCall(context, "quarantine", delivery.id, () => context.source.quarantine(delivery.id, "rejected")).then((ok) => {
+            if (ok) tally.quarantined += 1;
+            else tally.unsettled += 1;
+          }),
+        );
+        return;
+      case "again":
+        if (keep) {
+          again.push(delivery);
+          return;
+        }
+        settling.push(nackAll(context, [delivery], describeError(outcome.error), tally, null));
+        tally.failed = true;
+        return;
+      case "failed":
+        settling.push(nackAll(context, [delivery], describeError(outcome.error), tally, null));
+        tally.failed = true;
+        return;
+    }
   });
   if (held.length > 0) {
     let acked: AckResult[] | null = null;
@@ -150,32 +292,16 @@ export async function forwardBatch(context: BatchContext): Promise<BatchReport> 
     held.forEach(({ delivery, status }, index) => {
       const outcome = acked?.[index];
       if (outcome?.ok) {
-        forwarded += 1;
-        if (status === "already_present") alreadyPresent += 1;
+        tally.forwarded += 1;
+        if (status === "already_present") tally.alreadyPresent += 1;
         return;
       }
-      unsettled += 1;
+      tally.unsettled += 1;
       if (outcome && !outcome.ok) context.report({ phase: "ack", error: outcome.error, requestIds: [delivery.id.event] });
     });
   }
-  await Promise.all(
-    deliveries.map(async (delivery, index) => {
-      const result = results[index];
-      if (result !== undefined && (result.status === "accepted" || result.status === "already_present")) return;
-      const error: unknown = result !== undefined && result.status === "rejected" ? result.error : new SinkProtocolError(`unknown result ${describeResult(result)}`);
-      if (!isRetryable(error)) {
-        context.report({ phase: "append", error, requestIds: [delivery.id.event] });
-        if (await settle(context, "quarantine", delivery.id, () => context.source.quarantine(delivery.id, "rejected"))) quarantined += 1;
-        else unsettled += 1;
-        return;
-      }
-      failed = true;
-      context.report({ phase: "append", error, requestIds: [delivery.id.event] });
-      if (await nack(context, delivery.id, describeError(error))) retried += 1;
-      else unsettled += 1;
-    }),
-  );
-  return { claimed: deliveries.length, forwarded, alreadyPresent, quarantined, retried, unsettled, failed };
+  await Promise.all(settling);
+  return again;
 }
 
 function describeResult(result: unknown): string {
@@ -186,7 +312,7 @@ function describeResult(result: unknown): string {
   }
 }
 
-async function settle(context: BatchContext, phase: "ack" | "nack" | "quarantine", id: DeliveryId, call: () => Promise<void>): Promise<boolean> {
+async function settleCall(context: BatchContext, phase: "ack" | "nack" | "quarantine", id: DeliveryId, call: () => Promise<void>): Promise<boolean> {
   try {
     await call();
     return true;
@@ -196,9 +322,19 @@ async function settle(context: BatchContext, phase: "ack" | "nack" | "quarantine
   }
 }
 
-function nack(context: BatchContext, id: DeliveryId, text: string): Promise<boolean> {
-  return settle(context, "nack", id, () =>
-    context.source.nack(id, { retryAfterMs: retryDelay(context.backoff, id.attempt), error: text.slice(0, MAX_NACK_ERROR_CHARS), now: context.clock() }),
+/**
+ * Nack `deliveries` with `text`, claimable again after `retryAfterMs` (null:
+ * the backoff's delay for the event's attempt), counting each in `retried`
+ * or, when the source fails the call, in `unsettled`.
+ */
+async function nackAll(context: BatchContext, deliveries: readonly Delivery[], text: string, tally: Tally, retryAfterMs: number | null): Promise<void> {
+  const error = text.slice(0, MAX_NACK_ERROR_CHARS);
+  await Promise.all(
+    deliveries.map(async ({ id }) => {
+      const delay = retryAfterMs ?? retryDelay(context.backoff, id.attempt);
+      if (await settleCall(context, "nack", id, () => context.source.nack(id, { retryAfterMs: delay, error, now: context.clock() }))) tally.retried += 1;
+      else tally.unsettled += 1;
+    }),
   );
 }
 
@@ -226,28 +362,45 @@ async function appendWithTimeout(context: BatchContext, deliveries: readonly Del
 }
 
 interface Heartbeat {
+  /** Let an extension in flight settle and hold back later ones until {@link resume} (one that fell due meanwhile runs then). */
+  pause(): Promise<void>;
+  /** Beat again, for `ids` only (the others were settled). */
+  resume(ids: readonly DeliveryId[]): void;
   stop(): Promise<void>;
+  /** Request ids whose lease the source refused to extend for good (it no longer recognises the delivery). */
+  lost(): ReadonlySet<string>;
 }
 
 /**
- * Extend every lease of the batch each `heartbeatMs` until stopped. A lease
- * the source no longer recognises (it lapsed, an operator quarantined it) is
+ * Extend every lease of the batch each `heartbeatMs` until stopped, on one
+ * schedule for the whole batch (pausing does not move it). A lease the
+ * source no longer recognises (it lapsed, an operator quarantined it) is
  * reported once and dropped from later beats.
  */
 function startHeartbeat(context: BatchContext, deliveries: readonly Delivery[]): Heartbeat {
-  let live = deliveries.map((delivery) => delivery.id);
+  let live: readonly DeliveryId[] = deliveries.map((delivery) => delivery.id);
+  const lost = new Set<string>();
   let timer: unknown;
   let armed = false;
   let stopped = false;
+  let paused = false;
+  let due = false;
   let beating: Promise<void> | null = null;
 
   const arm = () => {
     armed = true;
-    timer = context.scheduler.setTimeout(beat, context.heartbeatMs);
+    timer = context.scheduler.setTimeout(fire, context.heartbeatMs);
   };
-  const beat = (): Promise<void> | undefined => {
+  const fire = (): Promise<void> | undefined => {
     armed = false;
     if (stopped) return undefined;
+    if (paused) {
+      due = true;
+      return undefined;
+    }
+    return beat();
+  };
+  const beat = (): Promise<void> => {
     const ids = live;
     beating = Promise.all(
       ids.map(async (id) => {
@@ -260,7 +413,10 @@ function startHeartbeat(context: BatchContext, deliveries: readonly Delivery[]):
         }
       }),
     ).then((kept) => {
-      live = ids.filter((_, index) => kept[index]);
+      ids.forEach((id, index) => {
+        if (!kept[index]) lost.add(id.event);
+      });
+      live = live.filter((id) => !lost.has(id.event));
       beating = null;
       if (!stopped) arm();
     });
@@ -268,11 +424,24 @@ function startHeartbeat(context: BatchContext, deliveries: readonly Delivery[]):
   };
   arm();
   return {
+    async pause() {
+      paused = true;
+      if (beating !== null) await beating;
+    },
+    resume(ids) {
+      live = ids.filter((id) => !lost.has(id.event));
+      paused = false;
+      if (due && !stopped) {
+        due = false;
+        void beat();
+      }
+    },
     async stop() {
       stopped = true;
       if (armed) context.scheduler.clearTimeout(timer);
       armed = false;
       if (beating !== null) await beating;
     },
+    lost: () => lost,
   };
 }

@@ -78,3 +78,40 @@ function safeString(value: unknown): string {
     return Object.prototype.toString.call(value);
   }
 }
+
+/** The error and the `cause`s under it, outermost first (at most 8: a cycle ends the walk). */
+function causeChain(error: unknown): unknown[] {
+  const chain: unknown[] = [];
+  for (let current = error; current !== null && typeof current === "object" && chain.length < 8 && !chain.includes(current); current = (current as { cause?: unknown }).cause) {
+    chain.push(current);
+  }
+  return chain;
+}
+
+/** Whether the error, or one under it, carries this API `code` or HTTP `status` (an `HttpJournal` error carries both in its cause). */
+function carries(error: unknown, codes: readonly string[], statuses: readonly number[]): boolean {
+  return causeChain(error).some((link) => {
+    const { code, status } = link as { code?: unknown; status?: unknown };
+    return (typeof code === "string" && codes.includes(code)) || (typeof status === "number" && statuses.includes(status));
+  });
+}
+
+/** The sink refused the call as too large (`payload_too_large`, HTTP 413): a smaller batch may pass. */
+export function isPayloadTooLarge(error: unknown): boolean {
+  return carries(error, ["payload_too_large"], [413]);
+}
+
+/** The sink refused the caller's credentials (`unauthorized` / `forbidden`, HTTP 401 / 403). */
+export function isAuthFailure(error: unknown): boolean {
+  return carries(error, ["unauthorized", "forbidden"], [401, 403]);
+}
+
+/**
+ * Whether a failure of a whole `appendBatch` call is the sink's as a whole
+ * rather than any event's: retryable (unavailable, timed out, overloaded) or
+ * a refusal of the credentials. The forwarder's loop waits such failures out
+ * without charging the events an attempt.
+ */
+export function isSinkWide(error: unknown): boolean {
+  return isRetryable(error) || isAuthFailure(error);
+}

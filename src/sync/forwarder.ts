@@ -4,9 +4,14 @@
  * offline and back, tabs open and close, and the edge is slow or refuses.
  *
  * The promises (the batch rules are in `batch.ts`):
- * - Every claimed event ends acknowledged after the sink holds it, quarantined
- *   as `rejected` after a permanent refusal, or nacked and redelivered; the
- *   journal's attempt budget quarantines it as `attempts_exhausted` in the end.
+ * - Every claimed event ends acknowledged after the sink holds it, or
+ *   quarantined as `rejected` after a permanent refusal of that event. An
+ *   outage of the sink (unavailable, timing out, full, refusing the
+ *   credentials) is waited out by the loop with the batch held: it costs each
+ *   event one delivery attempt, whatever its length. Only a batch that fails
+ *   for good with no event to blame is nacked and redelivered, and the
+ *   journal's attempt budget quarantines a poison batch as
+ *   `attempts_exhausted` in the end (see `batch.ts`).
  * - Per-key order at the sink is the source's: one batch at a time, and a
  *   batch holds at most one event per ordering key (the journal's claim).
  * - The loop never dies: every failure is an `error` event and `lastError`;
@@ -21,7 +26,7 @@ import type { ConsumerId, UsageJournal } from "../journal/types.js";
 import type { Scheduler } from "../storage/leaser.js";
 import type { AbortSignalLike } from "../storage/options.js";
 import { exponentialBackoff, isBackoffPolicy, type BackoffPolicy, type ExponentialBackoffOptions } from "./backoff.js";
-import { forwardBatch, retryDelay, type BatchContext, type BatchFailure, type BatchReport, type ForwarderPhase, type ForwarderSink } from "./batch.js";
+import { forwardBatch, retryDelay, type BatchContext, type BatchFailure, type BatchHold, type BatchReport, type ForwarderPhase, type ForwarderSink } from "./batch.js";
 import { errorCode, errorMessage, isRetryable } from "./errors.js";
 import { ForwarderEvents, reportListenerError, type ForwarderEvent, type ForwarderListener, type ForwarderListenerOptions } from "./events.js";
 import { browserLocks, type LockManagerLike } from "./lock.js";
@@ -76,11 +81,19 @@ export interface ForwarderProgress {
   readonly batches: number;
   /** `source.stats(consumer).pending` after the latest batch; null before the first or if it failed. */
   readonly pending: number | null;
+  /**
+   * `source.stats(consumer).quarantined`, read with `pending`: every event of
+   * this consumer set aside in the source, whatever the reason (`rejected` by
+   * the sink, `attempts_exhausted` at a claim, an operator's), where
+   * `quarantined` counts only this forwarder's `rejected` ones. Null before
+   * the first read or if it failed.
+   */
+  readonly quarantinedInSource: number | null;
   /** The latest failure, or null. */
   readonly lastError: ForwarderFailure | null;
   /** When the loop tries again after a failure (clock ms); null unless `backing_off`. */
   readonly nextRetryAt: number | null;
-  /** Failed batches in a row (resets after a batch without failure). */
+  /** Failed batches, and failed sends of a held batch, in a row (resets after a batch without failure). */
   readonly consecutiveFailures: number;
 }
 
@@ -154,9 +167,19 @@ export interface Forwarder {
   readonly progress: ForwarderProgress;
   /** Start the loop (no-op when started): take the lock if configured, then forward, poll and back off on the scheduler. */
   start(): void;
-  /** Stop the loop; resolves when the batch in flight (if any) has settled and the lock is released. */
+  /**
+   * Stop the loop; resolves when the batch in flight (if any) has settled
+   * (a batch held through a sink outage is nacked, claimable at once) and the
+   * lock is released. `start()` may be called again at any time, also before
+   * this resolves.
+   */
   stop(): Promise<void>;
-  /** Forward one batch now (claim, append, settle), regardless of the loop, online state and lock. */
+  /**
+   * Forward one batch now (claim, append, settle), regardless of the loop,
+   * online state and lock. It does not wait out a sink outage as the loop
+   * does: a failure that is not the events' fault is nacked with backoff,
+   * which spends a delivery attempt of each event when it is claimed again.
+   */
   runOnce(): Promise<BatchReport>;
   /** Forward batches now until nothing is claimable at this instant (or `maxBatches`); the sum of the batches. Regardless of online state and lock. */
   drain(options?: DrainOptions): Promise<DrainReport>;
@@ -291,6 +314,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   let retried = 0;
   let batches = 0;
   let pending: number | null = null;
+  let quarantinedInSource: number | null = null;
   let lastError: ForwarderFailure | null = null;
   let nextRetryAt: number | null = null;
   let consecutiveFailures = 0;
@@ -314,9 +338,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   // Batches run one at a time, whoever asks (loop, runOnce, drain): never two claims in flight.
   let batchTail: Promise<unknown> = Promise.resolve();
   let ticking = false;
+  // The wait of a batch the loop holds through a sink outage: ends early on stop() or back online.
+  let holdTimer: unknown;
+  let endHoldWait: (() => void) | null = null;
 
   const snapshot = (): ForwarderProgress =>
-    Object.freeze({ state, forwarded, quarantined, retried, batches, pending, lastError, nextRetryAt, consecutiveFailures });
+    Object.freeze({ state, forwarded, quarantined, retried, batches, pending, quarantinedInSource, lastError, nextRetryAt, consecutiveFailures });
 
   const setState = (next: ForwarderState) => {
     if (next !== "backing_off") nextRetryAt = null;
@@ -338,9 +365,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
 
   async function refreshPending(): Promise<void> {
     try {
-      pending = (await settings.context.source.stats(settings.context.consumer)).pending;
+      const stats = await settings.context.source.stats(settings.context.consumer);
+      pending = stats.pending;
+      quarantinedInSource = stats.quarantined;
     } catch (error) {
       pending = null;
+      quarantinedInSource = null;
       fail("stats", error);
     }
   }
@@ -350,16 +380,16 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
    * refreshed. Never rejects. A batch of the loop leaves the state to the
    * loop; one asked for by `runOnce` / `drain` puts the state back after.
    */
-  function runBatch(fromLoop: boolean): Promise<BatchReport> {
+  function runBatch(fromLoop: boolean, hold: BatchHold | null = null): Promise<BatchReport> {
     const run = batchTail.then(async (): Promise<BatchReport> => {
       const before = state;
       let report: BatchReport;
       try {
-        report = await forwardBatch(context);
+        report = await forwardBatch(context, hold);
       } catch (error) {
         // forwardBatch reports instead of throwing; should it ever throw, say so and count a failure.
         fail("internal", error);
-        report = { claimed: 0, forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, failed: true };
+        report = { claimed: 0, forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, resent: 0, failed: true };
       }
       forwarded += report.forwarded;
       quarantined += report.quarantined;
@@ -407,6 +437,38 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     schedule(0);
   }
 
+  /** End the wait of a held batch now (it then sends again, or gives the batch back if the loop stopped). */
+  function interruptHold(): void {
+    const end = endHoldWait;
+    if (end === null) return;
+    endHoldWait = null;
+    scheduler.clearTimeout(holdTimer);
+    end();
+  }
+
+  /** How the loop's batch of run `mine` waits out a sink outage (see `batch.ts`). */
+  function holdFor(mine: number): BatchHold {
+    return {
+      active: () => mine === generation && running,
+      wait: (ms) =>
+        new Promise<void>((resolve) => {
+          endHoldWait = resolve;
+          holdTimer = scheduler.setTimeout(() => {
+            if (endHoldWait === resolve) endHoldWait = null;
+            resolve();
+            return undefined;
+          }, ms);
+        }),
+      waiting: (_failures, retryAt) => {
+        consecutiveFailures += 1;
+        nextRetryAt = retryAt;
+        setState("backing_off");
+        events.dispatch("progress", snapshot());
+      },
+      resending: () => setState("forwarding"),
+    };
+  }
+
   function runTick(mine: number): void {
     tick(mine).catch((error: unknown) => fail("internal", error));
   }
@@ -421,11 +483,15 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     ticking = true;
     let report: BatchReport;
     try {
-      report = await runBatch(true);
+      report = await runBatch(true, holdFor(mine));
     } finally {
       ticking = false;
     }
-    if (mine !== generation || !running) return;
+    if (mine !== generation || !running) {
+      // Stopped meanwhile, and perhaps started again: the new run's wake() found this tick in progress and left the next step to it.
+      if (running) wake();
+      return;
+    }
     if (!holdsLock) {
       setState("standby");
     } else if (!online) {
@@ -469,6 +535,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       return;
     }
     // Back online: try at once rather than wait out a backoff that the outage caused.
+    interruptHold();
     wake();
   }
 
@@ -479,6 +546,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     lockRequest = controller;
     setState("standby");
     let granted = false;
+    // This request's own release: a later run's grant has its own (the shared `releaseLock` is the current one's).
+    let release: (() => void) | null = null;
     const request = (() => {
       try {
         return Promise.resolve(
@@ -488,6 +557,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             lockFailures = 0;
             holdsLock = true;
             await new Promise<void>((resolve) => {
+              release = resolve;
               releaseLock = resolve;
               wake();
             });
@@ -502,10 +572,15 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     const lost = () => {
       if (!granted) return;
       granted = false;
-      holdsLock = false;
-      clearTimer();
-      releaseLock?.();
-      releaseLock = null;
+      // A stopped run's lock ending must not touch the state of a run started since.
+      if (mine === generation) {
+        holdsLock = false;
+        clearTimer();
+      }
+      if (releaseLock === release) releaseLock = null;
+      const own = release;
+      release = null;
+      own?.();
     };
     const settled = request.then(
       () => {
@@ -566,12 +641,14 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     async stop() {
       if (!running) {
         await batchTail;
-        setState("stopped");
+        if (!running) setState("stopped");
         return;
       }
       running = false;
       generation += 1;
+      const mine = generation;
       clearTimer();
+      interruptHold();
       if (lockRetryArmed) scheduler.clearTimeout(lockRetryTimer);
       lockRetryArmed = false;
       try {
@@ -582,22 +659,24 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       unsubscribeOnline = null;
       lockRequest?.abort();
       lockRequest = null;
+      // This run's lock: kept while its batch settles, then released (a start() meanwhile asks for a lock of its own).
+      const release = releaseLock;
+      const settled = lockSettled;
       await batchTail;
-      if (settings.lock !== null) holdsLock = false;
-      const held = releaseLock !== null;
-      releaseLock?.();
-      releaseLock = null;
+      if (settings.lock !== null && mine === generation) holdsLock = false;
+      if (releaseLock === release) releaseLock = null;
+      release?.();
       // Resolve only once the lock is free for the next forwarder (a standby tab), as far as the manager tells.
-      if (held || lockSettled !== null) await lockSettled;
-      lockSettled = null;
-      setState("stopped");
+      if (release !== null || settled !== null) await settled;
+      if (lockSettled === settled) lockSettled = null;
+      if (mine === generation) setState("stopped");
     },
     runOnce() {
       return runBatch(false);
     },
     async drain(drainOptions: DrainOptions = {}) {
       const maxBatches = drainOptions.maxBatches === undefined ? Number.POSITIVE_INFINITY : checkWholeMs("maxBatches", drainOptions.maxBatches, 1, Number.MAX_SAFE_INTEGER);
-      const total = { batches: 0, claimed: 0, forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, failed: false };
+      const total = { batches: 0, claimed: 0, forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, resent: 0, failed: false };
       while (total.batches < maxBatches) {
         const report = await runBatch(false);
         if (report.claimed === 0) {
@@ -611,6 +690,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         total.quarantined += report.quarantined;
         total.retried += report.retried;
         total.unsettled += report.unsettled;
+        total.resent += report.resent;
         total.failed ||= report.failed;
       }
       return total;

@@ -161,13 +161,16 @@ describe("forwarder: online and offline", () => {
     // The first try failed (the network was not really back): back off 30 s...
     expect(forwarder.progress.state).toBe("backing_off");
     expect(forwarder.progress.nextRetryAt).toBe(r.time.now + 30_000);
-    // ...but the events are nacked for 30 s too; the next `online` wakes the loop, which polls until they are due.
+    // ...holding the batch (not nacked: no attempt spent); the next `online` sends it again at once.
+    expect(await r.sinkHeld()).toBe(0);
     online.set(false);
     online.set(true);
     await r.scheduler.advance(0);
-    expect(forwarder.progress.state).toBe("idle");
-    await r.scheduler.advance(30_000);
     expect(await r.sinkHeld()).toBe(2);
+    expect(r.calls).toHaveLength(2);
+    expect(r.time.now).toBe(START + 10_000); // no time passed: the online event cut the wait short
+    await r.scheduler.advance(0);
+    expect(forwarder.progress).toMatchObject({ state: "idle", consecutiveFailures: 0, nextRetryAt: null });
     await forwarder.stop();
     expect(states).toEqual(expect.arrayContaining(["idle", "offline", "forwarding", "backing_off", "stopped"]));
   });
@@ -227,6 +230,29 @@ describe("forwarder: one forwarder per origin (lock)", () => {
     expect(await r.sinkHeld()).toBe(5);
     await tabB.stop();
     expect(locks.held(lock.name)).toBe(false);
+  });
+
+  it("stop() without awaiting it, then start(), with a lock: the new run waits for the old run's lock, then forwards, and releases it on stop", async () => {
+    const r = rig();
+    const locks = localLockManager();
+    const lock = { name: "fw-restart", manager: locks };
+    const tab = r.forwarder({ lock });
+    tab.start();
+    await r.scheduler.advance(0);
+    expect(tab.progress.state).toBe("idle");
+    const stopping = tab.stop();
+    tab.start(); // asks for a lock of its own while the old run still lets go of its one
+    await stopping;
+    await r.scheduler.advance(0);
+    expect(tab.progress.state).toBe("idle");
+    expect(locks.held(lock.name)).toBe(true);
+    await r.append(2, "a");
+    await r.scheduler.advance(1_000);
+    expect(tab.progress.forwarded).toBe(2);
+    await tab.stop();
+    expect(tab.progress.state).toBe("stopped");
+    expect(locks.held(lock.name)).toBe(false);
+    expect(locks.waiting(lock.name)).toBe(0);
   });
 
   it("a standby forwarder that stops withdraws its lock request", async () => {

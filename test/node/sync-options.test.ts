@@ -79,6 +79,7 @@ describe("forwarder options", () => {
       retried: 0,
       batches: 0,
       pending: null,
+      quarantinedInSource: null,
       lastError: null,
       nextRetryAt: null,
       consecutiveFailures: 0,
