@@ -220,7 +220,7 @@ function globalScheduler(): Scheduler {
 
 function readSettings(options: ForwarderOptions): Settings {
   if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "must be an object");
-  checkMethods("source", options.source, ["claim", "ack", "nack", "quarantine", "extend", "stats"]);
+  checkMethods("source", options.source, ["claim", "ackBatch", "nack", "quarantine", "extend", "stats"]);
   checkMethods("sink", options.sink, ["appendBatch"]);
   const consumer = parseConsumerId(options.consumer);
   const batchSize = checkWholeMs("batchSize", options.batchSize ?? DEFAULT_BATCH_SIZE, 1, MAX_BATCH_EVENTS);

@@ -10,6 +10,10 @@ import { browserLocks, createForwarder, exponentialBackoff, localLockManager, ty
 
 const source: UsageJournal = createJournal(memoryEngine(), { name: "local" });
 const sink: UsageJournal = createJournal(memoryEngine(), { name: "edge" });
+/** The source's methods, bound, but `ackBatch`. */
+const withoutAckBatch = Object.fromEntries(
+  (["claim", "ack", "nack", "quarantine", "extend", "stats", "attempts", "listQuarantined"] as const).map((method) => [method, source[method].bind(source)]),
+);
 const base: ForwarderOptions = { source, consumer: "edge", sink, scheduler: { setTimeout: () => 0, clearTimeout: () => undefined } };
 
 function refusal(make: () => unknown): { name: string; argument?: string; code?: string } {
@@ -38,6 +42,7 @@ describe("forwarder options", () => {
     ["backoff.jitter above 1", { backoff: { jitter: 2 } }, "backoff.jitter"],
     ["backoff.random not a function", { backoff: { random: 0.5 } }, "backoff.random"],
     ["source without claim", { source: { ...sink, claim: undefined } }, "source"],
+    ["source without ackBatch (what the sink holds is acknowledged in one call)", { source: withoutAckBatch }, "source"],
     ["sink without appendBatch", { sink: {} }, "sink"],
     ["clock not a function", { clock: 5 }, "clock"],
     ["scheduler without clearTimeout", { scheduler: { setTimeout: () => 0 } }, "scheduler"],
