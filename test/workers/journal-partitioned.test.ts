@@ -52,6 +52,7 @@ const PER_PARTITION_BY_DESIGN: Record<string, string> = {
   "refuse: a full journal refuses with at_capacity and journals nothing": "capacity is per partition",
   "a full journal reclaims delivered events inside their window before refusing": "capacity and positions are per partition",
   "drop_oldest drops the oldest unacknowledged event and counts dropped": "capacity and positions are per partition",
+  "drop_oldest drops the event waiting longest in the journal (appended first), whatever its observedAt": "capacity and positions are per partition",
   "drop_oldest never drops a quarantined event; an all-poison journal refuses": "capacity and positions are per partition",
   "prune with a limit forgets the events observed first": "prune visits partitions in turn",
   "appending and claiming prune at most 8 finished events on the way, once per batch": "opportunistic pruning is per partition",
