@@ -21,9 +21,10 @@
  *
  * Three calls go beside the journal's public surface, through the core's
  * `Work` / `Layout` (the journal's internal layer; this file is the one place
- * the adapter depends on it): `register` (a consumer that claimed anywhere
+ * the adapter depends on it): `register` (a consumer that claims anywhere
  * must be registered in every partition, or a partition it never claimed
- * from could prune events it has not seen), and `holds` / `holdsMany`
+ * from could prune events it has not seen; it prunes first, as that first
+ * claim would, so a registration keeps no event already due), and `holds` / `holdsMany`
  * (whether the partition stores a request id: how deliveries are routed and
  * how the id registry below is verified).
  *
@@ -52,7 +53,8 @@
  */
 /// <reference types="@cloudflare/workers-types" />
 import { DurableObject } from "cloudflare:workers";
-import { createJournal } from "../../src/journal/journal.js";
+import { checkNow } from "../../src/journal/arguments.js";
+import { createJournal, OPPORTUNISTIC_PRUNE_LIMIT } from "../../src/journal/journal.js";
 import { InvalidArgumentError } from "../../src/journal/errors.js";
 import { checkCapacity, parseConsumerId } from "../../src/journal/event.js";
 import { Layout } from "../../src/journal/layout.js";
@@ -376,14 +378,23 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
     });
   }
 
-  /** Register `consumer` here if it is not (what its first claim would do, without claiming). */
-  async register(config: PartitionConfig, consumer: ConsumerId): Promise<WireOutcome<void>> {
+  /**
+   * Register `consumer` here if it is not: what its first claim at `now` (the
+   * claim's `now`) would do, without claiming. Like that claim, it first
+   * prunes up to `OPPORTUNISTIC_PRUNE_LIMIT` events whose window has passed,
+   * so a consumer registering after an event's window does not bring the
+   * event back. Without `now` (an older caller), it only registers.
+   */
+  async register(config: PartitionConfig, consumer: ConsumerId, now?: number): Promise<WireOutcome<void>> {
     return toWire(async () => {
       const id = parseConsumerId(consumer);
+      const pruneAt = now === undefined ? undefined : checkNow("now", now);
       const journal = await this.open(config);
       await this.engine.transact("readwrite", async (tx) => {
         const work = new Work(tx, new Layout(journal.name), journal.capacity);
-        if (!(await work.isRegistered(id))) await work.register(id);
+        if (await work.isRegistered(id)) return;
+        if (pruneAt !== undefined) await work.prune(pruneAt, OPPORTUNISTIC_PRUNE_LIMIT);
+        await work.register(id);
         work.flush();
       });
     });

@@ -25,15 +25,22 @@
  *   partition fails, the batch rejects although other partitions may have
  *   stored their share: retrying the batch is safe, since appends are
  *   idempotent on the request id (and a reservation of the same fact is too).
- * - `claim` fans out in rounds: what is left of `maxEvents` is split evenly
- *   over the partitions that may still have events, the remainder going to
- *   partitions from a start that rotates with every claim (so with
+ * - `claim` first registers the consumer in every partition not yet known to
+ *   have it (`register`, concurrently, each partition pruning first as the
+ *   consumer's first claim there would; known pairs are remembered, see
+ *   `PartitionedJournalMemory`), before anything is leased: a consumer is
+ *   registered everywhere from its first claim on, as a single journal
+ *   registers it for its whole backlog, so no partition prunes an event it
+ *   has not seen, even one whose claim call fails. If a registration fails,
+ *   the claim rejects with nothing leased. Then it fans out in rounds: what
+ *   is left of `maxEvents` is split evenly over the partitions that may still
+ *   have events, the remainder going to partitions from a start that rotates
+ *   with every claim of the consumer (kept with the registrations, so
+ *   instances sharing a memory, one per request, rotate together: with
  *   `maxEvents < P` every partition still gets its turn); a partition that
  *   hands out less than its share leaves the rounds. At most `maxEvents`
  *   events in all; each round fills the claim or drops a partition. One in
- *   flight per key holds because a key lives in one partition. A partition
- *   the claim did not reach is still told to register the consumer (once per
- *   instance), so no partition prunes events a consumer has not seen. When a
+ *   flight per key holds because a key lives in one partition. When a
  *   partition fails during a claim that got deliveries elsewhere, those
  *   deliveries are returned and the failure goes to `onIgnoredError`; with no
  *   delivery at all, the claim rejects. The result is merged by `observedAt`
@@ -237,7 +244,7 @@ export interface PartitionStub {
   discard(config: PartitionConfig, now: number, consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<WireOutcome<void>>;
   listAudit(config: PartitionConfig, now: number, options: { readonly limit?: number; readonly after?: string | null }): Promise<WireOutcome<AuditPage>>;
   prune(config: PartitionConfig, now: number, options: PruneOptions): Promise<WireOutcome<{ pruned: number }>>;
-  register(config: PartitionConfig, consumer: ConsumerId): Promise<WireOutcome<void>>;
+  register(config: PartitionConfig, consumer: ConsumerId, now?: number): Promise<WireOutcome<void>>;
   holds(config: PartitionConfig, requestId: string): Promise<WireOutcome<boolean>>;
   holdsMany(config: PartitionConfig, requestIds: readonly string[]): Promise<WireOutcome<boolean[]>>;
   reserve(config: PartitionConfig, now: number, items: readonly IdReservation[]): Promise<WireOutcome<ReserveAnswer>>;
@@ -259,10 +266,12 @@ interface LearnedState {
   readonly hints: Map<string, number>;
   /** `consumer#partition` registrations already made. */
   readonly registered: Set<string>;
+  /** Consumer -> the partition its next claim starts its fan-out from. */
+  readonly rotations: Map<string, number>;
 }
 
 function newLearnedState(): LearnedState {
-  return { checkedP: false, hints: new Map(), registered: new Set() };
+  return { checkedP: false, hints: new Map(), registered: new Set(), rotations: new Map() };
 }
 
 /**
@@ -270,8 +279,11 @@ function newLearnedState(): LearnedState {
  * Worker that makes a journal per request (Durable Object stubs may not cross
  * requests) keeps, across requests, what the instances learned: that P was
  * checked (no `hello` call per request), the request id -> partition hints
- * (acks go straight to their partition) and the consumers registered. Plain
- * data only, so it may outlive any request.
+ * (acks go straight to their partition), the consumers registered (no
+ * `register` calls before a claim) and where each consumer's next claim
+ * starts (without it, every new instance starts at partition 0, and with
+ * `maxEvents < P` a busy partition 0 would be served ahead of the others on
+ * every request). Plain data only, so it may outlive any request.
  *
  * @example
  * const memory = new PartitionedJournalMemory(); // module scope: one per isolate
@@ -357,15 +369,19 @@ function mergeHeads<T>(lists: readonly (readonly T[])[], before: (a: T, b: T) =>
 
 /**
  * A usage journal over P `JournalPartition` objects (see the module comment
- * for routing, merging and where P > 1 differs from a single journal).
+ * for routing, merging and where P > 1 differs from a single journal). A
+ * Worker makes one per request; give them a shared
+ * {@link PartitionedJournalMemory}, or each starts over (checks P, registers
+ * claiming consumers, starts its claims at partition 0).
  *
  * @example
  * ```ts
- * import { PartitionedJournal } from "isostore/durable-objects";
+ * import { PartitionedJournal, PartitionedJournalMemory } from "isostore/durable-objects";
  *
+ * const memory = new PartitionedJournalMemory(); // module scope: one per isolate
  * export default {
  *   async fetch(request: Request, env: { PARTITIONS: DurableObjectNamespace }) {
- *     const journal = new PartitionedJournal(env.PARTITIONS, { name: "usage", partitions: 8 });
+ *     const journal = new PartitionedJournal(env.PARTITIONS, { name: "usage", partitions: 8, memory });
  *     const result = await journal.append(event); // resolves once the owning partition stored it
  *     return Response.json(result);
  *   },
@@ -384,8 +400,7 @@ export class PartitionedJournal implements UsageJournal {
   private readonly configs: PartitionConfig[];
   private readonly stubs: (PartitionStub | undefined)[];
   private handshake: Promise<void> | null = null;
-  private rotation = 0;
-  /** What this instance learned (hints, registrations, a checked P); shared between instances through `options.memory`. */
+  /** What this instance learned (hints, registrations, claim rotations, a checked P); shared between instances through `options.memory`. */
   private readonly learned: LearnedState;
   private get hints(): Map<string, number> {
     return this.learned.hints;
@@ -635,14 +650,15 @@ export class PartitionedJournal implements UsageJournal {
     if (this.partitions === 1) return this.call(0, "claim", (stub, config) => stub.claim(config, now, consumer, options));
     const { consumer: id, maxEvents, leaseMs, now: claimNow } = checkClaim(consumer, options);
     await this.ready();
-    const start = this.rotation;
-    this.rotation = (this.rotation + 1) % this.partitions;
+    await this.registerEverywhere(id, claimNow);
+    const start = this.learned.rotations.get(id) ?? 0;
+    this.learned.rotations.set(id, (start + 1) % this.partitions);
     const got: Delivery[][] = this.all().map(() => []);
-    const asked = new Set<number>();
     // Rounds: split what is left evenly over the partitions that may still have
-    // events (the remainder from a start that rotates per claim); a partition
-    // that hands out less than its share is out of events and leaves the
-    // round-robin. Each round either fills the claim or drops a partition.
+    // events (the remainder from a start that rotates per claim of the
+    // consumer); a partition that hands out less than its share is out of
+    // events and leaves the round-robin. Each round either fills the claim or
+    // drops a partition.
     let candidates = this.all();
     let left = maxEvents;
     const failures: unknown[] = [];
@@ -653,7 +669,6 @@ export class PartitionedJournal implements UsageJournal {
         candidates.map(async (p, i) => {
           const share = shares[i]!;
           if (share === 0) return;
-          asked.add(p);
           let deliveries: Delivery[];
           try {
             deliveries = await this.send(p, "claim", (stub, config) => stub.claim(config, now, id, { maxEvents: share, leaseMs, now: claimNow }));
@@ -662,7 +677,6 @@ export class PartitionedJournal implements UsageJournal {
             out.add(p);
             return;
           }
-          this.registered.add(`${id}#${p}`);
           got[p]!.push(...deliveries);
           for (const delivery of deliveries) this.hint(delivery.id.event, p);
           left -= deliveries.length;
@@ -679,15 +693,26 @@ export class PartitionedJournal implements UsageJournal {
       if (handed === 0) throw failures[0];
       for (const failure of failures) this.onIgnoredError(failure);
     }
-    // A partition this claim did not reach still registers the consumer (once per instance).
+    return mergeHeads(got, (a, b) => a.event.observedAt < b.event.observedAt || (a.event.observedAt === b.event.observedAt && a.event.id < b.event.id), maxEvents).map(({ item }) => item);
+  }
+
+  /**
+   * Register `consumer` in every partition not known to have it (concurrently),
+   * and remember the pairs that succeeded; each partition prunes at the claim's
+   * `now` first, as the consumer's first claim there would. A claim calls this
+   * before it leases anything, so a failure here rejects the claim before any
+   * event is leased (none waits out a lease with nobody to deliver it to); and
+   * a partition whose claim call fails afterwards has the consumer registered
+   * all the same, so it keeps every event the consumer has not seen.
+   */
+  private async registerEverywhere(consumer: ConsumerId, now: number): Promise<void> {
     await Promise.all(
       this.all().map(async (p) => {
-        if (asked.has(p) || this.registered.has(`${id}#${p}`)) return;
-        await this.send(p, "register", (stub, config) => stub.register(config, id));
-        this.registered.add(`${id}#${p}`);
+        if (this.registered.has(`${consumer}#${p}`)) return;
+        await this.send(p, "register", (stub, config) => stub.register(config, consumer, now));
+        this.registered.add(`${consumer}#${p}`);
       }),
     );
-    return mergeHeads(got, (a, b) => a.event.observedAt < b.event.observedAt || (a.event.observedAt === b.event.observedAt && a.event.id < b.event.id), maxEvents).map(({ item }) => item);
   }
 
   /** Split `total` over `targets` evenly, the remainder going to the targets from `start` on (rotating). */

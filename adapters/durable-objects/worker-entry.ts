@@ -67,7 +67,8 @@ export function appFromEnv(env: IsostoreWorkerEnv): { fetch(request: Request): R
   if (settings === null || typeof settings !== "object" || Array.isArray(settings)) throw new Error("ISOSTORE_JOURNALS must be a JSON object of journal name -> settings");
   // Durable Object stubs belong to the request that made them, so each request gets its own
   // PartitionedJournal objects (cheap: a name, options and lazily made stubs); what they learn
-  // (P checked, request id hints, registrations) is kept for the isolate in `memory`.
+  // (P checked, request id hints, registrations, where each consumer's next claim starts) is
+  // kept for the isolate in `memory`.
   const memory = new PartitionedJournalMemory();
   const journals = (): Record<string, ServedJournal> =>
     Object.fromEntries(

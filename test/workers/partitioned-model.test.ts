@@ -10,7 +10,7 @@
  *   `ID_SETTLE_MS`, so no reservation is forgotten during a sequence; that
  *   forgetting is covered by examples in `partitioned.test.ts`);
  * - the claim fan-out, replayed call for call (the share of each partition per
- *   round, from a start that rotates with every claim of an instance), and the
+ *   round, from a start that rotates with every claim of a consumer), and the
  *   merge by `observedAt`, then request id;
  * - routing by request id: a delivery or operator action goes to the partition
  *   that stores its event, and is `not_outstanding` / `not_quarantined` / `[]`
@@ -23,7 +23,8 @@
  * stats, quarantined sets, release / discard and prune are all compared
  * exactly; one in flight per key is checked on every claim too. The clock is
  * virtual and shared by both sides. "reopen" is a new PartitionedJournal over
- * the same objects (its claim rotation starts over; the model's too).
+ * the same objects, sharing no memory (its claim rotations start over; the
+ * model's too).
  *
  * A few dozen sequences by default (about ten seconds); `SOAK=1` runs
  * 200 longer ones.
@@ -107,7 +108,8 @@ class PartitionedModel {
   readonly oracles: JournalOracle[];
   /** request id -> fact, for every id ever reserved (nothing is forgotten inside the settle time). */
   private readonly registry = new Map<string, string>();
-  private rotation = 0;
+  /** Consumer -> the partition its next claim starts from (what the journal keeps in its learned state). */
+  private readonly rotations = new Map<string, number>();
 
   constructor(capacity: Capacity, clock: () => number) {
     this.oracles = Array.from({ length: P }, () => new JournalOracle({ name: "model", capacity, clock, durable: true }));
@@ -159,8 +161,8 @@ class PartitionedModel {
   }
 
   async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
-    const start = this.rotation;
-    this.rotation = (this.rotation + 1) % P;
+    const start = this.rotations.get(consumer) ?? 0;
+    this.rotations.set(consumer, (start + 1) % P);
     const got: Delivery[][] = this.oracles.map(() => []);
     let candidates = this.oracles.map((_, p) => p);
     let left = options.maxEvents;
@@ -269,7 +271,7 @@ class PartitionedModel {
   }
 
   reopen(): void {
-    this.rotation = 0;
+    this.rotations.clear();
   }
 }
 

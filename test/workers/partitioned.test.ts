@@ -4,17 +4,20 @@
  * writer, per-key order and one in flight per key hold under concurrent
  * claimers across partitions, deliveries route without a hint, merged reads
  * page across partitions, capacity is per partition, a small claim still
- * reaches every partition, and platform failures are typed.
+ * reaches every partition (also from per-request instances), a claiming
+ * consumer is registered everywhere before anything is leased, and platform
+ * failures are typed.
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { DurableObjectEngineError, PartitionedJournal, PartitionedJournalMemory, type PartitionNamespace } from "../../adapters/durable-objects/index.js";
+import { DurableObjectEngineError, PartitionedJournal, PartitionedJournalMemory, type PartitionedJournalOptions, type PartitionNamespace } from "../../adapters/durable-objects/index.js";
 import { ID_SETTLE_MS } from "../../adapters/durable-objects/partition.js";
 import { BackendError, createUsageEvent, parseConsumerId, type Capacity, type JsonValue, type UsageEvent } from "../../src/index.js";
 import { virtualClock } from "../../src/testing/index.js";
 
 const T0 = 1_700_000_000_000;
 const billing = parseConsumerId("billing");
+const warehouse = parseConsumerId("warehouse");
 const ROOMY: Capacity = { maxEvents: 1000, maxDeliveryAttempts: 5, retainAcknowledgedMs: 60_000, policy: "refuse" };
 let scopes = 0;
 
@@ -48,11 +51,46 @@ async function perPartition(journal: PartitionedJournal, now: number): Promise<u
   );
 }
 
-/** A journal on fresh objects, and a way to open more instances (other workers) over the same ones. */
+/**
+ * A journal on fresh objects, and a way to open more instances (other workers)
+ * over the same ones: with another P, through another namespace, or with more options.
+ */
 function fresh(partitions: number, capacity: Capacity = ROOMY, clock: () => number = () => T0) {
   const scope = `partitioned-${scopes++}/`;
-  const open = (p = partitions) => new PartitionedJournal(env.PARTITIONS, { name: "usage", partitions: p, capacity, clock, scope });
+  const open = (p = partitions, namespace: PartitionNamespace = env.PARTITIONS, more: Partial<PartitionedJournalOptions> = {}) =>
+    new PartitionedJournal(namespace, { name: "usage", partitions: p, capacity, clock, scope, ...more });
   return { journal: open(), open };
+}
+
+/**
+ * The PARTITIONS namespace, with `before` told of every RPC (method, partition
+ * object name) before it is sent; what `before` throws fails that call, as a
+ * platform failure would.
+ */
+function intercepted(before: (method: string, object: string) => void): PartitionNamespace {
+  return {
+    idFromName: (name: string) => ({ name, id: env.PARTITIONS.idFromName(name) }),
+    get: (handle: never) => {
+      const { name, id } = handle as { name: string; id: DurableObjectId };
+      const stub = env.PARTITIONS.get(id) as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+      return new Proxy(
+        {},
+        {
+          get:
+            (_, method: string) =>
+            async (...args: unknown[]) => {
+              before(method, name);
+              return stub[method]!(...args);
+            },
+        },
+      );
+    },
+  };
+}
+
+/** What an overloaded object throws at its caller. */
+function overloaded(): Error {
+  return Object.assign(new Error("Durable Object is overloaded."), { retryable: true });
 }
 
 /** Subjects that hash to each partition (the first `perPartition` found for each). */
@@ -236,6 +274,66 @@ describe("partitioned journal", () => {
     expect(handed.sort()).toEqual([...subjects].sort());
   });
 
+  it("rotates each consumer's claim start across per-request instances sharing a memory: a busy partition 0 does not starve the others", async () => {
+    const { journal, open } = fresh(4);
+    const memory = new PartitionedJournalMemory();
+    const subjects = subjectsByPartition(journal, 8);
+    // The oldest events, one in each of partitions 1..3; partition 0 has 8 newer ones, more than it is asked for.
+    await journal.appendBatch(subjects.slice(1).map((list, i) => usage(100 + i, list[0]!, T0 - 1000)));
+    await journal.appendBatch(subjects[0]!.map((subject, i) => usage(i + 1, subject)));
+    const served: Record<string, number[]> = { billing: [], warehouse: [] };
+    for (let i = 0; i < 4; i++) {
+      // Claims of another consumer in between do not move a consumer's turn.
+      for (const consumer of [billing, warehouse]) {
+        const [delivery] = await open(4, env.PARTITIONS, { memory }).claim(consumer, { maxEvents: 1, leaseMs: 600_000, now: T0 });
+        served[consumer]!.push(journal.partitionOf("acme", delivery!.event.orderingKey.subject));
+      }
+    }
+    expect(served).toEqual({ billing: [0, 1, 2, 3], warehouse: [0, 1, 2, 3] });
+  });
+
+  it("registers a claiming consumer in every partition before leasing: a failed registration rejects the claim with nothing leased", async () => {
+    const { journal, open } = fresh(4);
+    await journal.append(usage(1, subjectsByPartition(journal, 1)[0]![0]!));
+    let failing = true;
+    const flaky = open(
+      4,
+      intercepted((method, object) => {
+        if (failing && method === "register" && object === journal.objectName(3)) throw overloaded();
+      }),
+    );
+    await expect(flaky.claim(billing, { maxEvents: 1, leaseMs: 600_000, now: T0 })).rejects.toMatchObject({ code: "backend", retryable: true });
+    expect(await journal.stats(billing)).toMatchObject({ pending: 1, inFlight: 0 });
+    failing = false;
+    const deliveries = await flaky.claim(billing, { maxEvents: 1, leaseMs: 600_000, now: T0 });
+    expect(deliveries.map((delivery) => delivery.id)).toEqual([{ consumer: billing, event: rid(1), attempt: 1 }]);
+  });
+
+  it("keeps a new consumer's backlog in a partition whose claim call failed: the consumer was registered there first", async () => {
+    const time = virtualClock(T0);
+    const capacity: Capacity = { ...ROOMY, retainAcknowledgedMs: 1000 };
+    const { journal, open } = fresh(2, capacity, time.clock);
+    const [s0, s1] = subjectsByPartition(journal, 1).flat();
+    await journal.append(usage(1, s1!));
+    await journal.ack((await journal.claim(billing, { maxEvents: 10, leaseMs: 1000, now: time.now }))[0]!.id);
+    await journal.append(usage(2, s0!));
+    const ignored: unknown[] = [];
+    const flaky = open(
+      2,
+      intercepted((method, object) => {
+        if (method === "claim" && object === journal.objectName(1)) throw overloaded();
+      }),
+      { onIgnoredError: (error) => ignored.push(error) },
+    );
+    // The new consumer's first claim: partition 1 fails, partition 0 delivers.
+    expect((await flaky.claim(warehouse, { maxEvents: 10, leaseMs: 600_000, now: time.now })).map((delivery) => delivery.id.event)).toEqual([rid(2)]);
+    expect(ignored).toEqual([expect.objectContaining({ code: "backend" })]);
+    // Billing acknowledged event 1 long ago, but warehouse has not seen it: it stays, and is warehouse's next.
+    time.advance(2000);
+    expect(await journal.prune({ now: time.now })).toEqual({ pruned: 0 });
+    expect((await journal.claim(warehouse, { maxEvents: 10, leaseMs: 1000, now: time.now })).map((delivery) => delivery.id.event)).toEqual([rid(1)]);
+  });
+
   describe("a request id is one event across partitions", () => {
     /** Two subjects in different partitions, the id's home being neither's partition when possible. */
     function twoSubjects(journal: PartitionedJournal): [string, string] {
@@ -398,22 +496,7 @@ describe("partitioned journal", () => {
 describe("PartitionedJournalMemory: what instances learn outlives a request", () => {
   /** The PARTITIONS namespace, counting the RPC methods called through it. */
   function counting(calls: Map<string, number>): PartitionNamespace {
-    return {
-      idFromName: (name: string) => env.PARTITIONS.idFromName(name),
-      get: (id: never) => {
-        const stub = env.PARTITIONS.get(id) as unknown as Record<string, (...args: unknown[]) => unknown>;
-        return new Proxy(
-          {},
-          {
-            get: (_, method: string) =>
-              (...args: unknown[]) => {
-                calls.set(method, (calls.get(method) ?? 0) + 1);
-                return stub[method]!(...args);
-              },
-          },
-        );
-      },
-    };
+    return intercepted((method) => calls.set(method, (calls.get(method) ?? 0) + 1));
   }
 
   it("a second instance sharing the memory neither re-checks P nor looks up where a delivery lives", async () => {
