@@ -17,6 +17,11 @@
  *   gateway's 502/504). Appends are idempotent on their request id, so a
  *   retried append never journals twice. `at_capacity` is not retried: it is
  *   the journal's answer, and the caller decides what to do with it.
+ * - Bounds: each try is aborted after `timeoutMs` (default 30 s), from the
+ *   request to the last byte of the answer, and fails as a network failure
+ *   would (the outcome is unknown, so only idempotent calls retry it).
+ *   `appendBatch` also takes a caller's `signal`: aborting it abandons the
+ *   call at once, in flight or between tries, and nothing is retried.
  * - Batching: `append` calls issued together (within `batching.maxDelayMs`,
  *   default the same turn of the event loop) travel as one `append-batch`
  *   request of up to `batching.maxEvents` (default 100); each caller still
@@ -63,6 +68,8 @@ import type {
   UsageJournal,
 } from "../journal/types.js";
 import { decodeError, type WireBatchResult, type WireError } from "../journal/wire.js";
+import type { AbortSignalLike } from "../storage/options.js";
+import { newAbortController } from "../storage/web.js";
 
 /** The part of a `Response` the client reads; the platform's `Response` fits. */
 export interface ResponseLike {
@@ -71,8 +78,20 @@ export interface ResponseLike {
   text(): Promise<string>;
 }
 
-/** The part of `fetch` the client calls; the platform's `fetch` fits. */
-export type FetchLike = (url: string, init: { method: string; headers: Record<string, string>; body?: string }) => Promise<ResponseLike>;
+/**
+ * The `AbortSignal` type the platform's `fetch` takes, read off its own
+ * typings (DOM, Node and Workers typings each declare it their own way), so
+ * that the platform's `fetch` still fits {@link FetchLike}; where no `fetch`
+ * is typed, {@link AbortSignalLike}.
+ */
+type FetchSignal = typeof globalThis extends { fetch: (input: never, init?: infer I) => unknown } ? (NonNullable<I> extends { signal?: infer S } ? NonNullable<S> : AbortSignalLike) : AbortSignalLike;
+
+/**
+ * The part of `fetch` the client calls; the platform's `fetch` fits. `signal`
+ * aborts when the try times out or the caller abandons the call; a fetch that
+ * ignores it is cut short all the same (the client stops waiting for it).
+ */
+export type FetchLike = (url: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: FetchSignal }) => Promise<ResponseLike>;
 
 /** An answer of the API that is not a journal error (auth, routing, gateway), kept as the `cause` of a `BackendError`. */
 export class HttpError extends Error {
@@ -117,6 +136,14 @@ export interface HttpJournalOptions {
   /** Default: `globalThis.fetch`. */
   readonly fetch?: FetchLike;
   readonly retry?: RetryOptions;
+  /**
+   * Longest wait for one try, from sending the request to the last byte of the
+   * answer (default 30 000 ms; `0` for none). A try that takes longer is
+   * aborted and fails with a retryable `BackendError` whose `cause` is named
+   * `TimeoutFailure`; like a network failure, it is retried for idempotent
+   * calls only, since the server may have acted on it.
+   */
+  readonly timeoutMs?: number;
   /** `false` sends every append on its own. */
   readonly batching?: BatchingOptions | false;
   /** Waits between retries (default `setTimeout`); injectable for tests. */
@@ -139,6 +166,17 @@ interface Call {
   readonly idempotent: boolean;
 }
 
+/** Per-call options of {@link HttpJournal.appendBatch}. */
+export interface HttpCallOptions {
+  /**
+   * Abandons the call when it aborts: the request in flight is aborted, a wait
+   * between tries is cut short, nothing is retried, and the call rejects with
+   * a retryable `BackendError` whose `cause` is the signal's reason (retryable
+   * because the server may or may not have acted on a request in flight).
+   */
+  readonly signal?: AbortSignalLike | undefined;
+}
+
 interface QueuedAppend {
   readonly event: UsageEvent;
   readonly resolve: (result: AppendResult) => void;
@@ -147,7 +185,24 @@ interface QueuedAppend {
 
 const JOURNAL_CODES = new Set(["at_capacity", "conflict", "not_outstanding", "quarantined", "already_acknowledged", "not_quarantined", "backend", "invalid_event", "invalid_consumer_id", "invalid_argument"]);
 
-const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** The default timeout of one try (see {@link HttpJournalOptions.timeoutMs}). */
+const DEFAULT_TIMEOUT_MS = 30_000;
+
+/** `setTimeout`'s longest delay; a longer one would fire at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** Waits `ms`, or less when `signal` aborts (its timer then goes, so it holds no process open). */
+function defaultSleep(ms: number, signal?: AbortSignalLike): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
 
 interface JsonEvent {
   readonly record: UsageEvent["record"];
@@ -188,7 +243,9 @@ export class HttpJournal implements UsageJournal {
   private readonly attemptsPerCall: number;
   private readonly baseDelayMs: number;
   private readonly maxDelayMs: number;
-  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly timeoutMs: number;
+  /** Waits between tries; the default one also ends early on the call's signal (an injected one is raced against it). */
+  private readonly sleep: (ms: number, signal?: AbortSignalLike) => Promise<void>;
   private readonly random: () => number;
   private readonly batchMax: number;
   private readonly batchDelayMs: number;
@@ -232,7 +289,11 @@ export class HttpJournal implements UsageJournal {
     if (!Number.isSafeInteger(this.attemptsPerCall) || this.attemptsPerCall < 1 || this.attemptsPerCall > 20) throw new InvalidArgumentError("retry.attempts", "must be an integer from 1 to 20");
     this.baseDelayMs = retry.baseDelayMs ?? 100;
     this.maxDelayMs = retry.maxDelayMs ?? 5000;
-    this.sleep = options.sleep ?? defaultSleep;
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (!Number.isSafeInteger(this.timeoutMs) || this.timeoutMs < 0 || this.timeoutMs > MAX_TIMER_MS) throw new InvalidArgumentError("timeoutMs", `must be an integer from 0 (none) to ${MAX_TIMER_MS}`);
+    const sleep = options.sleep;
+    // An injected sleep is called as documented, with the delay alone.
+    this.sleep = sleep ? (ms) => sleep(ms) : defaultSleep;
     this.random = options.random ?? Math.random;
     this.batching = options.batching !== false;
     const batching = options.batching === false ? {} : (options.batching ?? {});
@@ -241,33 +302,81 @@ export class HttpJournal implements UsageJournal {
     this.batchDelayMs = batching.maxDelayMs ?? 0;
   }
 
-  /** One API call with the retry policy; answers the parsed JSON body, or throws the typed error. */
-  private async send(call: Call): Promise<unknown> {
+  /**
+   * One API call with the retry policy; answers the parsed JSON body, or
+   * throws the typed error. An abort of `signal` ends the call at once, before
+   * a try, during one or during the wait between two, and is never retried.
+   */
+  private async send(call: Call, signal?: AbortSignalLike): Promise<unknown> {
     let delay = this.baseDelayMs;
     for (let attempt = 1; ; attempt++) {
+      if (signal?.aborted) throw abandoned(call, signal);
       let failure: unknown;
       let mayRetry: boolean;
       try {
-        return await this.once(call);
+        return await this.once(call, signal);
       } catch (error) {
         failure = error;
-        mayRetry = retryableFailure(error, call.idempotent);
+        mayRetry = !signal?.aborted && retryableFailure(error, call.idempotent);
       }
       if (!mayRetry || attempt >= this.attemptsPerCall) throw failure;
-      await this.sleep(Math.min(this.maxDelayMs, delay) * (0.5 + this.random() / 2));
+      const wait = this.sleep(Math.min(this.maxDelayMs, delay) * (0.5 + this.random() / 2), signal);
+      try {
+        await (signal ? untilAborted(wait, signal) : wait);
+      } catch (error) {
+        if (signal?.aborted) throw abandoned(call, signal);
+        throw error;
+      }
       delay *= 2;
     }
   }
 
-  private async once(call: Call): Promise<unknown> {
+  /**
+   * One try: the request and the whole answer, bounded by `timeoutMs` and by
+   * the caller's `signal`. Whatever stops it before the answer is read (the
+   * network, the timeout, the caller) comes back as a retryable `BackendError`
+   * telling which (see {@link retryableFailure} for what is retried).
+   */
+  private async once(call: Call, signal?: AbortSignalLike): Promise<unknown> {
     const headers = call.body === undefined ? this.headers : { ...this.headers, "content-type": "application/json" };
+    const controller = newAbortController();
+    const stop = controller.signal;
+    let timedOut: TimeoutFailure | null = null;
+    const timer =
+      this.timeoutMs === 0
+        ? null
+        : setTimeout(() => {
+            timedOut = new TimeoutFailure(this.timeoutMs);
+            controller.abort(timedOut);
+          }, this.timeoutMs);
+    const onAbort = () => controller.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted) onAbort();
+    /** The typed error of a try stopped at `stage`. */
+    const failed = (error: unknown, stage: string): BackendError => {
+      if (signal?.aborted) return abandoned(call, signal);
+      if (timedOut !== null) return new BackendError(`the request to ${call.path || "/"} got no answer within ${this.timeoutMs} ms`, { cause: timedOut, retryable: true });
+      return new BackendError(`${stage} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: new NetworkFailure(error), retryable: true });
+    };
     let response: ResponseLike;
+    let text: string;
     try {
-      response = await this.fetcher(`${this.base}${call.path}`, { method: call.method, headers, ...(call.body === undefined ? {} : { body: JSON.stringify(call.body) }) });
-    } catch (error) {
-      throw new BackendError(`the request to ${call.path || "/"} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: new NetworkFailure(error), retryable: true });
+      try {
+        const init = { method: call.method, headers, signal: stop as unknown as FetchSignal, ...(call.body === undefined ? {} : { body: JSON.stringify(call.body) }) };
+        response = await untilAborted(this.fetcher(`${this.base}${call.path}`, init), stop);
+      } catch (error) {
+        throw failed(error, `the request to ${call.path || "/"}`);
+      }
+      try {
+        // The headers are in, but the body may still break off (a reset connection): as unknown an outcome as a failed fetch.
+        text = await untilAborted(response.text(), stop);
+      } catch (error) {
+        throw failed(error, `reading the answer (HTTP ${response.status}) to ${call.path || "/"}`);
+      }
+    } finally {
+      if (timer !== null) clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
     }
-    const text = await response.text();
     let body: unknown = undefined;
     try {
       body = text === "" ? undefined : JSON.parse(text);
@@ -324,19 +433,27 @@ export class HttpJournal implements UsageJournal {
     }
   }
 
-  private async sendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
-    const answer = (await this.send({ method: "POST", path: "/append-batch", body: { events: events.map(wireEvent) }, idempotent: true })) as { results: WireBatchResult[] };
+  private async sendBatch(events: readonly UsageEvent[], signal?: AbortSignalLike): Promise<BatchAppendResult[]> {
+    const answer = (await this.send({ method: "POST", path: "/append-batch", body: { events: events.map(wireEvent) }, idempotent: true }, signal)) as { results: WireBatchResult[] };
     if (!Array.isArray(answer.results) || answer.results.length !== events.length) {
       throw new BackendError("the server answered a batch with the wrong number of results", { cause: new HttpError(200, "invalid_answer", "results") });
     }
     return answer.results.map((result) => (result.status === "rejected" ? { status: "rejected", error: decodeError(result.error) } : result));
   }
 
-  async appendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
+  /**
+   * Append many events in one request; one result per event, in order (see
+   * `UsageJournal.appendBatch`).
+   *
+   * @param options.signal abandons the call (see {@link HttpCallOptions}).
+   * @throws BackendError with the signal's reason as `cause` once `signal` aborts.
+   */
+  async appendBatch(events: readonly UsageEvent[], options?: HttpCallOptions): Promise<BatchAppendResult[]> {
+    const signal = checkSignal(options);
     const checked = checkBatch(events);
     const valid = checked.filter((event): event is UsageEvent => !(event instanceof JournalError));
     // Sent even when nothing in it is valid: the journal's batch still runs (its opportunistic pruning included).
-    const sent = await this.sendBatch(valid);
+    const sent = await this.sendBatch(valid, signal);
     let next = 0;
     return checked.map((event) => (event instanceof JournalError ? { status: "rejected", error: event } : sent[next++]!));
   }
@@ -439,12 +556,53 @@ export class HttpJournal implements UsageJournal {
   }
 }
 
-/** A fetch that threw (the request may or may not have reached the server). */
+/** A fetch, or the read of its answer, that threw (the request may or may not have reached the server). */
 class NetworkFailure extends Error {
   constructor(cause: unknown) {
     super(cause instanceof Error ? cause.message : String(cause), { cause });
     this.name = "NetworkFailure";
   }
+}
+
+/** A try that got no whole answer within `timeoutMs` (the request may or may not have reached the server). */
+class TimeoutFailure extends Error {
+  readonly timeoutMs: number;
+  constructor(timeoutMs: number) {
+    super(`no answer within ${timeoutMs} ms`);
+    this.name = "TimeoutFailure";
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** The error of a call its caller abandoned: `cause` is the signal's reason; retryable, as a request in flight may or may not have been acted on. */
+function abandoned(call: Call, signal: AbortSignalLike): BackendError {
+  return new BackendError(`the request to ${call.path || "/"} was abandoned by the caller`, { cause: signal.reason, retryable: true });
+}
+
+/** The signal of a call's options, refused (like every bad argument, before the network) unless it looks like an `AbortSignal`. */
+function checkSignal(options: HttpCallOptions | undefined): AbortSignalLike | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null) throw new InvalidArgumentError("options", "must be an object");
+  const signal = options.signal;
+  if (signal === undefined) return undefined;
+  if (typeof signal !== "object" || signal === null || typeof signal.aborted !== "boolean" || typeof signal.addEventListener !== "function") {
+    throw new InvalidArgumentError("options.signal", "must be an AbortSignal");
+  }
+  return signal;
+}
+
+/**
+ * Settles as `work` does, or rejects with the signal's reason as soon as it
+ * aborts, whichever comes first: a fetch, a body read or a sleep that ignores
+ * its signal still cannot outlast a timeout or an abort.
+ */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignalLike): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason); // eslint-disable-line @typescript-eslint/prefer-promise-reject-errors -- any reason; the callers turn it into a typed error
+    if (signal.aborted) onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    void work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
 }
 
 function wireEvent(event: UsageEvent): JsonEvent {
@@ -471,7 +629,8 @@ function errorFromAnswer(status: number, body: unknown): JournalError {
 function retryableFailure(error: unknown, idempotent: boolean): boolean {
   if (!(error instanceof JournalError) || !error.retryable || error.code !== "backend") return false;
   const cause = error.cause;
-  if (cause instanceof NetworkFailure) return idempotent;
+  // The outcome is unknown: the request may have been acted on.
+  if (cause instanceof NetworkFailure || cause instanceof TimeoutFailure) return idempotent;
   if (cause instanceof HttpError) return cause.status === 429 || cause.status === 503 || idempotent;
   // A journal `backend` error the server reported as retryable: its transaction did not commit.
   return true;

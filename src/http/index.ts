@@ -11,6 +11,7 @@ export {
   HttpError,
   type BatchingOptions,
   type FetchLike,
+  type HttpCallOptions,
   type HttpJournalDescriptor,
   type HttpJournalOptions,
   type ResponseLike,
