@@ -30,12 +30,14 @@
  * - While the sink has not answered, a heartbeat extends the leases every
  *   `heartbeatMs`, so a slow sink does not cause a redelivery; the heartbeat
  *   is stopped, and its last extension settled, before anything is settled.
- * - A call that times out (`sinkTimeoutMs`) is abandoned, not cancelled: it
- *   may still land at the sink later. That is harmless for the replay (the
- *   sink answers `already_present`), but should the event meanwhile have been
- *   quarantined and a later event of its key forwarded, the late landing puts
- *   it after that event at the sink. Keep `sinkTimeoutMs` above the sink's own
- *   request timeout so an abandoned call has already failed.
+ * - A call that times out (`sinkTimeoutMs`) is abandoned: its `signal`
+ *   aborts, which cancels an `HttpJournal` request, but a request the sink
+ *   already received may still be acted on, and a sink that ignores the
+ *   signal may still land the call later. That is harmless for the replay
+ *   (the sink answers `already_present`), but should the event meanwhile have
+ *   been quarantined and a later event of its key forwarded, the late landing
+ *   puts it after that event at the sink; the loop's held batch keeps that
+ *   from happening for every failure that is not the event's own.
  * - A settle call that fails (the source is briefly unavailable) is reported;
  *   the event's lease lapses and it is redelivered, and the sink recognises
  *   it. Per-key order holds because the journal hands out at most one
@@ -43,13 +45,23 @@
  *   while a batch is open.
  */
 import { MAX_LEASE_MS } from "../journal/journal.js";
-import type { AckResult, BatchAppendResult, ConsumerId, Delivery, DeliveryId, UsageJournal } from "../journal/types.js";
+import type { AckResult, BatchAppendResult, ConsumerId, Delivery, DeliveryId, UsageEvent, UsageJournal } from "../journal/types.js";
+import type { AbortSignalLike } from "../storage/options.js";
+import { newAbortController } from "../storage/web.js";
 import type { Scheduler } from "../storage/leaser.js";
 import type { BackoffPolicy } from "./backoff.js";
 import { describeError, isPayloadTooLarge, isRetryable, isSinkWide, SinkProtocolError, SinkTimeoutError } from "./errors.js";
 
-/** What the forwarder writes to: anything with the journal's `appendBatch` (a `UsageJournal`, an `HttpJournal`). */
-export type ForwarderSink = Pick<UsageJournal, "appendBatch">;
+/**
+ * What the forwarder writes to: anything with the journal's `appendBatch` (a
+ * `UsageJournal`, an `HttpJournal`). The forwarder passes a `signal` that
+ * aborts when it stops waiting for the call (`sinkTimeoutMs`): a sink that
+ * honours it (`HttpJournal` cancels its request) leaves no call in flight
+ * behind; one that ignores it, like a local journal, is simply not waited for.
+ */
+export interface ForwarderSink {
+  appendBatch(events: readonly UsageEvent[], options?: { readonly signal?: AbortSignalLike }): Promise<BatchAppendResult[]>;
+}
 
 /** Which step of the forwarder failed. */
 export type ForwarderPhase = "claim" | "append" | "ack" | "nack" | "quarantine" | "extend" | "stats" | "lock" | "online" | "internal";
@@ -339,15 +351,19 @@ async function nackAll(context: BatchContext, deliveries: readonly Delivery[], t
 }
 
 async function appendWithTimeout(context: BatchContext, deliveries: readonly Delivery[]): Promise<BatchAppendResult[]> {
-  const call = Promise.resolve().then(() => context.sink.appendBatch(deliveries.map((delivery) => delivery.event)));
   const timeoutMs = context.sinkTimeoutMs;
-  if (timeoutMs === null) return call;
+  const controller = timeoutMs === null ? null : newAbortController();
+  const events = deliveries.map((delivery) => delivery.event);
+  const call = Promise.resolve().then(() => (controller === null ? context.sink.appendBatch(events) : context.sink.appendBatch(events, { signal: controller.signal })));
+  if (timeoutMs === null || controller === null) return call;
   let timer: unknown;
   let timedOut = false;
   const timeout = new Promise<never>((_, reject) => {
     timer = context.scheduler.setTimeout(() => {
       timedOut = true;
-      reject(new SinkTimeoutError(timeoutMs));
+      const error = new SinkTimeoutError(timeoutMs);
+      controller.abort(error);
+      reject(error);
     }, timeoutMs);
   });
   try {

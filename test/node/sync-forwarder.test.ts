@@ -78,8 +78,12 @@ class FakeSink implements ForwarderSink {
     readonly scheduler: Scheduler,
   ) {}
 
-  async appendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]> {
+  /** The signal of each call (the forwarder aborts it when it stops waiting). */
+  readonly signals: (AbortSignal | undefined)[] = [];
+
+  async appendBatch(events: readonly UsageEvent[], options?: { readonly signal?: unknown }): Promise<BatchAppendResult[]> {
     this.sent.push([...events]);
+    this.signals.push(options?.signal as AbortSignal | undefined);
     const fault = this.faults.shift() ?? { kind: "ok" };
     switch (fault.kind) {
       case "ok":
@@ -485,6 +489,9 @@ describe("forwarder: slow sinks and leases", () => {
     await r.scheduler.advance(30_000);
     expect(await running).toMatchObject({ claimed: 1, retried: 1, failed: true });
     expect(forwarder.progress.lastError).toMatchObject({ code: "sink_timeout", retryable: true, phase: "append" });
+    // The abandoned call's signal aborted, with the timeout as its reason (an HttpJournal cancels its request).
+    expect(r.sink.signals[0]?.aborted).toBe(true);
+    expect(r.sink.signals[0]?.reason).toMatchObject({ code: "sink_timeout", timeoutMs: 30_000 });
     await drainToEnd(r, forwarder);
     await audit(r);
   });
