@@ -351,6 +351,20 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
         }),
       ).rejects.toMatchObject({ code: "committed_early" });
       expect(await keysOf(engine)).toEqual([]);
+      // And when the body catches the refused call and returns: the refusal dooms the transaction all the same.
+      await expect(
+        engine.transact("readwrite", async (tx) => {
+          await tx.get(["early"]);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          try {
+            tx.put(["late"], 2);
+          } catch {
+            // swallowed on purpose
+          }
+          return "done";
+        }),
+      ).rejects.toMatchObject({ code: "committed_early" });
+      expect(await keysOf(engine)).toEqual([]);
       await engine.close();
     });
   });
@@ -583,6 +597,98 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
         expect(runs).toEqual([2, total]);
         await a.close();
         await b.close();
+      });
+
+      it("judges its trust when IndexedDB runs the commit, not when the transaction was created: queued behind another tab's transactions past the evidence time, it is checked again", async () => {
+        let now = 1_000_000;
+        const clock = (): number => now;
+        const name = freshName("queued-trust");
+        const a = paged(name, 4, 64, DEFAULT_LOG_LIMITS, clock);
+        const b = paged(name, 4, 64, { records: 0, bytes: 0 }, clock); // B checkpoints at every commit
+        expect(await increment(a)).toBe(1);
+        expect(await increment(a)).toBe(2); // A has just confirmed its version
+        await b.transact("readonly", (tx) => tx.get(["counter"]));
+        // B creates two transactions first (a backlog, or a tab that does not await): the first commits on
+        // A's version; between the two, longer than the evidence time passes (B's tab slow or frozen), so the
+        // second's checkpoint deletes the record of the first's base.
+        const b1 = increment(b);
+        const b2 = b.transact("readwrite", async (tx) => {
+          const seen = (await tx.get<number>(["counter"])) ?? 0;
+          now += EVIDENCE_MS + 1_000;
+          tx.put(["counter"], seen + 1);
+          tx.put(["row", seen], seen);
+          return seen + 1;
+        });
+        // A writes at once, within its trust time as it creates the transaction; IndexedDB runs it after B's.
+        const runs: number[] = [];
+        const a3 = increment(a, runs);
+        expect([await b1, await b2]).toEqual([3, 4]);
+        // When its commit ran, A's trust had expired: it ran again on B's writes rather than commit on a swept base.
+        expect(await a3).toBe(5);
+        expect(runs).toEqual([2, 4]);
+        const fresh = paged(name, 4, 64, DEFAULT_LOG_LIMITS, clock);
+        expect(await fresh.transact("readonly", (tx) => tx.get(["counter"]))).toBe(5);
+        expect(await keysOf(fresh, { prefix: ["row"] })).toEqual(Array.from({ length: 5 }, (_, i) => ["row", i]));
+        for (const engine of [a, b, fresh]) await engine.close();
+      });
+
+      it("dates a commit's confirmation from when it ran, not from its complete event: a context that hears of its commit late does not trust it longer", async () => {
+        let now = 1_000_000;
+        const clock = (): number => now;
+        const name = freshName("late-complete");
+        const a = paged(name, 4, 64, DEFAULT_LOG_LIMITS, clock);
+        const b = paged(name, 4, 64, { records: 0, bytes: 0 }, clock);
+        expect(await increment(a)).toBe(1);
+        expect(await increment(a)).toBe(2);
+        // A's context is busy (or frozen) when its next commit completes: its complete event is handled late.
+        const held: (() => void)[] = [];
+        let holding = true;
+        const db = (a as unknown as { db: IDBDatabase }).db;
+        const transaction = db.transaction.bind(db);
+        (db as unknown as { transaction: typeof db.transaction }).transaction = ((...args: Parameters<typeof db.transaction>) => {
+          const tx = transaction(...args);
+          let handler: ((this: IDBTransaction, event: Event) => unknown) | null = null;
+          const late = (event: Event) => {
+            if (holding) held.push(() => handler?.call(tx, event));
+            else handler?.call(tx, event);
+          };
+          // The platform's own `oncomplete` (an accessor on the prototype in a browser) gets `late`; the engine's
+          // handler is kept aside.
+          let proto: object | null = Object.getPrototypeOf(tx) as object | null;
+          let platformSetter: ((this: IDBTransaction, value: unknown) => void) | undefined;
+          while (proto !== null && platformSetter === undefined) {
+            const descriptor = Object.getOwnPropertyDescriptor(proto, "oncomplete");
+            // eslint-disable-next-line @typescript-eslint/unbound-method -- called with the transaction as `this` below
+            platformSetter = descriptor?.set;
+            proto = Object.getPrototypeOf(proto) as object | null;
+          }
+          Object.defineProperty(tx, "oncomplete", {
+            set: (h: typeof handler) => {
+              handler = h;
+              platformSetter?.call(tx, h === null ? null : late);
+            },
+            get: () => (handler === null ? null : late),
+            configurable: true,
+          });
+          return tx;
+        }) as typeof db.transaction;
+        const a3 = increment(a);
+        await new Promise((resolve) => setTimeout(resolve, 50)); // A's commit is stored; A has not heard of it
+        // Meanwhile B builds on A's version and, past the evidence time, sweeps the record of that.
+        await b.transact("readonly", (tx) => tx.get(["counter"]));
+        expect(await increment(b)).toBe(4);
+        now += EVIDENCE_MS + 1_000;
+        expect(await increment(b)).toBe(5);
+        holding = false;
+        for (const handle of held.splice(0)) handle();
+        expect(await a3).toBe(3);
+        // A's next write reads the version (its confirmation dates from its commit, long ago): nothing lost.
+        const runs: number[] = [];
+        expect(await increment(a, runs)).toBe(6);
+        expect(runs).toEqual([3, 5]);
+        const fresh = paged(name, 4, 64, DEFAULT_LOG_LIMITS, clock);
+        expect(await fresh.transact("readonly", (tx) => tx.get(["counter"]))).toBe(6);
+        for (const engine of [a, b, fresh]) await engine.close();
       });
 
       it("keeps replaced checkpoint records, with the versions they cover, for the evidence time, then deletes them", async () => {

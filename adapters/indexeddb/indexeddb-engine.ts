@@ -331,10 +331,11 @@ export class IndexedDbEngine implements Engine {
         }
         if (state === 1) {
           // Committed. A body that failed (possibly after IndexedDB committed under it) stored
-          // nothing: its writes reach IndexedDB only in the flush after it returned.
-          if (body === 1) resolve(outcome as T);
-          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- exactly what the body threw
-          else reject(outcome);
+          // nothing: its writes reach IndexedDB only in the flush after it returned. Nor did one
+          // that returned after a refused call it caught (committed under it, say).
+          if (body === 1 && !handle.failed) resolve(outcome as T);
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- exactly what the body threw, or the refused call's error
+          else reject(body === 1 ? handle.failure : outcome);
           return;
         }
         // Aborted: by us (a body or flush failure, or a refused call), else by the platform.
@@ -351,7 +352,7 @@ export class IndexedDbEngine implements Engine {
         if (install?.kind === "log") this.cache.installChange(install.base, install.record, install.keys);
         else if (install?.kind === "pages") this.cache.install(install.base, install.puts, install.deletes);
         // A commit made on the cached version confirms the one it made.
-        if (install !== null && this.cache.version === install.base + 1) this.cache.confirmedAt = this.clock();
+        if (install !== null && this.cache.version === install.base + 1 && handle.lockedAt !== null) this.cache.confirmedAt = handle.lockedAt;
         settle();
       };
       tx.onabort = () => {

@@ -38,7 +38,12 @@
  * records it replaced but keeps its predecessors' checkpoint records, with
  * their bases, for {@link EVIDENCE_MS}; an engine trusts its check for
  * {@link TRUST_MS} only, far less, so the evidence of any commit it has not
- * seen is still stored when it commits.
+ * seen is still stored when it commits. Both ends of that interval are
+ * clock readings taken while a transaction held its lock: the check's (a
+ * request callback of the reading or committing transaction) and the
+ * commit's (the change record's `add` callback, where the trust is judged),
+ * never the creation of a transaction or its `complete` event, either of
+ * which may be far from when IndexedDB ran it.
  */
 import { BTree } from "../../src/ordered/btree.js";
 import { decodeKey, type EncodedInterval } from "../../src/ordered/key-encoding.js";

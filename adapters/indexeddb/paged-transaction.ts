@@ -56,6 +56,7 @@ import {
   MAX_LOG_CLEARED,
   recordBytes,
   type Slot,
+  TRUST_MS,
 } from "./log.js";
 import { CHECKPOINTS_INDEX } from "./schema.js";
 
@@ -247,8 +248,12 @@ const READY: Promise<void> = Promise.resolve();
  * - `trusted` (a writing transaction whose engine confirmed the version less
  *   than `TRUST_MS` ago): no version read at all. The change record's `add`
  *   is the check: the `bases` index refuses a second commit made on one
- *   version (`./log.ts`), so a stale view's commit fails and aborts. A body
- *   that writes nothing, and a checkpoint, read the version before committing.
+ *   version (`./log.ts`), so a stale view's commit fails and aborts. The
+ *   trust is judged again when the `add` has run (IndexedDB may run a
+ *   transaction long after it was created, behind other contexts' ones): if
+ *   it expired by then, the transaction aborts too, and nothing commits
+ *   before that answer. A body that writes nothing, and a checkpoint, read
+ *   the version before committing.
  *
  * A stale view's transaction stores nothing; the engine runs the body again,
  * checked.
@@ -285,8 +290,17 @@ export class PagedTransaction implements EngineTransaction {
   stale = false;
   /** The version read's verdict: issued at the start (optimistic) or on demand (trusted); checked: `true`. */
   private verdict: Promise<boolean> | null;
-  /** Trusted: the change record was added (its `add` is the check: it fails on a stale view). */
-  private addedChange = false;
+  /** When the cache's version was confirmed, as the transaction was created (what a trusted view rests on). */
+  private trustedSince = -Infinity;
+  /**
+   * A clock reading taken in a request callback of this transaction: while
+   * a callback runs, the transaction holds its lock, so no other transaction
+   * of the database has built on the version it commits before this time.
+   * A commit confirms its version as of this reading (see `oncomplete` in
+   * `./indexeddb-engine.ts`), not as of its `complete` event, which a
+   * frozen or busy context may handle long after.
+   */
+  lockedAt: number | null = null;
   /** The committed log at that version (set once `ready` resolved). */
   private log: CommittedLog | null = null;
   /** Committed pages this transaction has seen (the partition cannot change under it). */
@@ -325,6 +339,7 @@ export class PagedTransaction implements EngineTransaction {
       // Trusted: pages only change at checkpoints, and when this view turns out stale the next
       // transaction catches up, which drops every cached page if a checkpoint happened meanwhile.
       this.current = this.mode === "trusted" ? true : null;
+      this.trustedSince = cache.confirmedAt;
       this.verdict = this.mode === "optimistic" ? this.readVerdict() : null;
     }
   }
@@ -336,7 +351,6 @@ export class PagedTransaction implements EngineTransaction {
    */
   confirmed(): Promise<boolean> {
     if (this.verdict === null) {
-      if (this.addedChange) return CURRENT;
       this.verdict = this.readVerdict();
     }
     return this.verdict;
@@ -352,7 +366,8 @@ export class PagedTransaction implements EngineTransaction {
       (version) => {
         if (version === this.version) {
           this.current = true;
-          if (this.cache.version === version) this.cache.confirmedAt = this.clock();
+          this.lockedAt = this.clock();
+          if (this.cache.version === version) this.cache.confirmedAt = this.lockedAt;
           return true;
         }
         this.markStale();
@@ -362,8 +377,11 @@ export class PagedTransaction implements EngineTransaction {
       () => {
         // The transaction ended without an answer (aborted, or committed under a body that awaited
         // something else): what the body read is unverified. Nothing of it was stored (a body that
-        // wrote fails before its writes), so the engine runs it again, checked.
+        // wrote fails before its writes), so the engine runs it again, checked. Or the read failed
+        // while the transaction is live (a damaged log): abort it, so that no write queued behind
+        // the read commits unverified (aborting an ended transaction does nothing).
         this.markStale();
+        this.onStale();
         return false;
       },
     );
@@ -501,11 +519,30 @@ export class PagedTransaction implements EngineTransaction {
     ) {
       const request = this.logStore.add(record, next);
       if (this.mode === "trusted") {
-        this.addedChange = true;
-        // Another commit made on this version (or at the next one) is stored: this view is stale.
-        // The failed request aborts the transaction; the engine runs the body again.
-        request.onerror = () => {
-          if (request.error?.name === "ConstraintError") this.markStale();
+        // The verdict is the add's answer, judged when IndexedDB executed it (the transaction holds its
+        // lock in the callback), not when the transaction was created: IndexedDB may run it much later,
+        // behind other contexts' transactions, by when the evidence of a commit on this version may be
+        // gone. A stale view fails the add (ConstraintError); a trust that expired meanwhile aborts it.
+        this.verdict = new Promise<boolean>((resolve) => {
+          request.onsuccess = () => {
+            const now = this.clock();
+            this.lockedAt = now;
+            const age = now - this.trustedSince;
+            if (age >= 0 && age < TRUST_MS) resolve(true);
+            else {
+              this.markStale();
+              this.onStale();
+              resolve(false);
+            }
+          };
+          request.onerror = () => {
+            if (request.error?.name === "ConstraintError") this.markStale();
+            resolve(false);
+          };
+        });
+      } else {
+        request.onsuccess = () => {
+          this.lockedAt = this.clock();
         };
       }
       this.install = { kind: "log", base: this.version, record, keys };
@@ -538,6 +575,7 @@ export class PagedTransaction implements EngineTransaction {
     this.logStore.add({ checkpoint: true, cp: next, at: now, b: bases } satisfies LogRecord, next);
     // Replaced checkpoint records past the evidence time go, the oldest first, a few per checkpoint.
     const oldest = await requestResult(this.logStore.index(CHECKPOINTS_INDEX).getAll(null, EVIDENCE_SWEEP));
+    this.lockedAt = this.clock();
     for (const record of oldest as CheckpointRecord[]) {
       if (record.cp !== undefined && record.cp < next && (record.at ?? 0) < now - EVIDENCE_MS) this.logStore.delete(record.cp);
     }
@@ -635,10 +673,11 @@ export class PagedTransaction implements EngineTransaction {
   }
 
   /** Throw if the handle may not be used. */
+  /** Refuse a call on a handle that is dead or whose transaction ended; a refusal dooms the transaction, caught or not. */
   private check(): void {
     if (!this.live) throw dead();
-    if (this.ended === "committed") throw committedEarly();
-    if (this.ended === "aborted") throw new IndexedDbEngineError("aborted", `${PREFIX}the transaction was aborted; its writes were rolled back`, { retryable: true });
+    if (this.ended === "committed") throw this.fail(committedEarly());
+    if (this.ended === "aborted") throw this.fail(new IndexedDbEngineError("aborted", `${PREFIX}the transaction was aborted; its writes were rolled back`, { retryable: true }));
   }
 
   private write(enc: string, key: Key, value: unknown, size: number, deleted: boolean): void {
