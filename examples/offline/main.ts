@@ -106,6 +106,7 @@ function render(): void {
   row(status, "forwarded", String(progress?.forwarded ?? 0));
   row(status, "pending", progress?.pending === null || progress === null ? "?" : String(progress.pending));
   row(status, "quarantined", String(progress?.quarantined ?? 0));
+  row(status, "quarantined in the outbox (any reason)", progress?.quarantinedInSource === null || progress === null ? "?" : String(progress.quarantinedInSource));
   row(status, "last error", progress?.lastError ? `${progress.lastError.code ?? "error"}: ${progress.lastError.message}` : "none");
   row(status, "next retry", progress?.nextRetryAt ? new Date(progress.nextRetryAt).toLocaleTimeString() : "-");
 }
