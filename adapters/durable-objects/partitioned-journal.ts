@@ -57,14 +57,28 @@
  *   whose event no partition stores is `not_outstanding` (`not_quarantined`
  *   for operator actions, `[]` for `attempts`). No routing record is stored,
  *   so any worker instance can route any delivery.
- * - `stats` sums the partitions (pending, in flight, quarantined, dropped) and
- *   takes the largest `oldestPendingAgeMs`; `listQuarantined` and `listAudit`
- *   merge the partitions' pages (by `quarantinedAt` / `at`, newest first for
- *   `order: "newest"`, each partition keeping its own order), with cursors
- *   that carry one position per partition (`"qp1.p0.p1..."`, `"qpn1...."`
- *   for newest first, `"ap1.s0.s1..."`); `prune` visits the
- *   partitions in turn until `limit` is used up, then verifies up to 256
- *   due registry entries per partition (below).
+ * - `stats` sums the partitions' depths (pending, in flight, quarantined,
+ *   dropped) and takes the largest `oldestPendingAgeMs`, but its `capacity`
+ *   is not summed: it is each partition's (as `journal.capacity` is), so the
+ *   journal as a whole holds up to P x `maxEvents`, and `pending` may exceed
+ *   `capacity.maxEvents` without any partition being full (nor does
+ *   `pending` below it mean a key's partition has room).
+ * - `listQuarantined` and `listAudit` merge the partitions' pages: each
+ *   partition's items in its own order (position, descending for
+ *   `order: "newest"`; audit `seq`), the partitions interleaved by
+ *   `event.observedAt` then request id (the order of claims; newest first
+ *   for `order: "newest"`) and by `at` for the audit log. So a page is in
+ *   `observedAt` (`at`) order across the journal as long as each partition's
+ *   order agrees with it; a late replay stays at its position in its
+ *   partition (see `listQuarantined`). Each partition is asked for a share of
+ *   the page (about 1.5 x `limit` / P), and again, for twice as much, only
+ *   when the merge took all it gave and it has more, so a page reads about
+ *   1.5 x `limit` + 2P items (at most P x that share + 2 x `limit`), not
+ *   P x `limit`, and is still full unless the listing ended. Cursors carry
+ *   one position per partition (`"qp1.p0.p1..."`, `"qpn1...."` for newest
+ *   first, `"ap1.s0.s1..."`).
+ * - `prune` visits the partitions in turn until `limit` is used up, then
+ *   verifies up to 256 due registry entries per partition (below).
  *
  * Request ids across partitions (P > 1). A request id is one event in the
  * whole journal, as in a single journal: appending an id the journal holds
@@ -114,11 +128,15 @@
  * lists the examples this excludes, and `partitioned-model.test.ts` checks
  * random sequences against P reference models behind the same routing):
  * positions, audit `seq`, capacity (`maxEvents`, `dropped`) and
- * opportunistic pruning are per partition, and `stats().capacity` is the
- * per-partition capacity; claim order across partitions is by `observedAt`,
- * not by one global position; `oldestPendingAgeMs` is the largest
- * partition's (which is the journal's: each partition reports its earliest
- * observed pending event); a request id whose event is no longer stored stays reserved
+ * opportunistic pruning are per partition, and `stats().capacity` (like
+ * `journal.capacity`) is the per-partition capacity while the depths beside
+ * it are journal-wide sums; claim order across partitions is by
+ * `observedAt`, not by one global position; a quarantine listing is each
+ * partition's position order interleaved by `observedAt` (not "oldest
+ * position first" across the journal: positions collide), the audit log
+ * each partition's `seq` order interleaved by `at`; `oldestPendingAgeMs` is
+ * the largest partition's (which is the journal's: each partition reports
+ * its earliest observed pending event); a request id whose event is no longer stored stays reserved
  * for its record up to `ID_SETTLE_MS` (above). With P = 1 every call is
  * forwarded unchanged (no registry), so the journal behaves exactly like
  * `createJournal` (the full conformance suite checks this).
@@ -347,6 +365,15 @@ function parseCursor(prefix: string, after: string | null | undefined, partition
 }
 
 /**
+ * Whether event `a` comes before event `b` across partitions: observed
+ * earlier, or at the same time with the smaller request id (a UUIDv7 sorts
+ * by minting time). The order of merged claims and quarantine listings.
+ */
+function observedBefore(a: UsageEvent, b: UsageEvent): boolean {
+  return a.observedAt < b.observedAt || (a.observedAt === b.observedAt && a.id < b.id);
+}
+
+/**
  * Merge per-partition lists, keeping each list's order and taking, at every
  * step, the head that `before` puts first (ties: lower partition).
  */
@@ -368,11 +395,117 @@ function mergeHeads<T>(lists: readonly (readonly T[])[], before: (a: T, b: T) =>
 }
 
 /**
+ * How much a merged listing first asks each partition for, for a page of
+ * `limit`: the even share `ceil(limit / P)`, half as much again, and one more
+ * (at most `limit`). A listing's items are spread over the partitions by the
+ * key hash, so a page seldom takes more than this from one partition; one
+ * that gives out all it was asked for is asked again (see {@link mergedPage}).
+ */
+function firstShare(limit: number, partitions: number): number {
+  const even = Math.ceil(limit / partitions);
+  return Math.min(limit, even + Math.ceil(even / 2) + 1);
+}
+
+/**
+ * One page of one partition's listing, as a merged listing asks for it: at
+ * most `limit` items after the partition's own position / seq `after` (0:
+ * from the start), in the partition's order; `nextCursor` null when nothing
+ * follows them.
+ */
+type PartitionPager<T> = (p: number, after: number, limit: number) => Promise<{ readonly items: readonly T[]; readonly nextCursor: string | null }>;
+
+/**
+ * One merged page of at most `limit` items from P partitions' cursor pages:
+ * each partition's items in its own order from its cursor `after[p]` on, and
+ * at every step the head `before` puts first (ties: lower partition), as
+ * {@link mergeHeads} merges. `cursorOf` is an item's position / seq in its
+ * partition.
+ *
+ * Why not ask every partition for `limit` and keep `limit`: a page would read
+ * P x `limit` items (with P = 64 and `limit` 1000, 64,000 quarantined events
+ * with their attempt histories) and paging through N items would cost about
+ * N x P. Instead each partition is first asked for {@link firstShare}, all
+ * at once. When the merge has taken every item fetched from a partition
+ * that has more (its page had a `nextCursor`), that partition's next item
+ * might come first, so before going on the merge asks it again, from its
+ * last fetched item, for twice its previous ask (at most what the page still
+ * lacks); the partitions that ran dry together are asked together. So:
+ * - the page is full (`limit` items) unless every partition ran out, as a
+ *   single journal's page is; nothing is skipped or repeated, since each
+ *   partition is read in its order and resumes after the last item taken;
+ * - a page reads at most P x `firstShare` + 2 x `limit` items (a partition
+ *   asked again has given out everything it was asked for before, so what
+ *   it is asked for in all is at most twice what it gives the page plus its
+ *   first ask): with P = 64 and `limit` 1000, at most 1,600 + 2,000 instead
+ *   of 64,000; usually one round of calls, a few more when the page comes
+ *   from a few partitions.
+ *
+ * Returns the items, the composite cursor (per partition, the position / seq
+ * of the last item taken from it, else `after[p]`) and whether more may
+ * follow (a partition has fetched items left or a further page).
+ */
+async function mergedPage<T>(
+  after: readonly number[],
+  limit: number,
+  fetch: PartitionPager<T>,
+  before: (a: T, b: T) => boolean,
+  cursorOf: (item: T) => number,
+): Promise<{ items: T[]; cursor: number[]; more: boolean }> {
+  const partitions = after.length;
+  const fetched: (readonly T[])[] = after.map(() => []);
+  const heads = after.map(() => 0);
+  const fetchedTo = [...after];
+  const cursor = [...after];
+  const asked = after.map(() => 0);
+  // Whether a partition has nothing after what was fetched from it (a page without `nextCursor`).
+  const done = after.map(() => false);
+  const items: T[] = [];
+  while (items.length < limit) {
+    const dry = after.flatMap((_, p) => (!done[p] && heads[p] === fetched[p]!.length ? [p] : []));
+    if (dry.length > 0) {
+      const left = limit - items.length;
+      await Promise.all(
+        dry.map(async (p) => {
+          const share = Math.min(left, asked[p] === 0 ? firstShare(limit, partitions) : 2 * asked[p]!);
+          asked[p] = share;
+          const page = await fetch(p, fetchedTo[p]!, share);
+          fetched[p] = page.items;
+          heads[p] = 0;
+          const last = page.items[page.items.length - 1];
+          if (last !== undefined) fetchedTo[p] = cursorOf(last);
+          // An empty page with a cursor would not move on: taken as the end.
+          done[p] = page.nextCursor === null || last === undefined;
+        }),
+      );
+      continue;
+    }
+    let best = -1;
+    for (let p = 0; p < partitions; p++) {
+      const item = fetched[p]![heads[p]!];
+      if (item === undefined) continue;
+      if (best === -1 || before(item, fetched[best]![heads[best]!]!)) best = p;
+    }
+    if (best === -1) break;
+    const item = fetched[best]![heads[best]!]!;
+    items.push(item);
+    cursor[best] = cursorOf(item);
+    heads[best]! += 1;
+  }
+  const more = after.some((_, p) => heads[p]! < fetched[p]!.length || !done[p]);
+  return { items, cursor, more };
+}
+
+/**
  * A usage journal over P `JournalPartition` objects (see the module comment
- * for routing, merging and where P > 1 differs from a single journal). A
- * Worker makes one per request; give them a shared
- * {@link PartitionedJournalMemory}, or each starts over (checks P, registers
- * claiming consumers, starts its claims at partition 0).
+ * for routing, merging and where P > 1 differs from a single journal). Its
+ * `capacity`, and the `capacity` its `stats` report, is each partition's:
+ * `stats` sums the depths over the partitions but not the capacity, so with
+ * P > 1 the journal holds up to P x `maxEvents`, and an append meets the
+ * capacity policy when its key's own partition is full. Quarantine listings
+ * and the audit log are merged in `observedAt` / `at` order partition by
+ * partition (see `listQuarantined`). A Worker makes one per request; give
+ * them a shared {@link PartitionedJournalMemory}, or each starts over (checks
+ * P, registers claiming consumers, starts its claims at partition 0).
  *
  * @example
  * ```ts
@@ -390,6 +523,7 @@ function mergeHeads<T>(lists: readonly (readonly T[])[], before: (a: T, b: T) =>
  */
 export class PartitionedJournal implements UsageJournal {
   readonly name: string;
+  /** The capacity of EACH partition (also what `stats` reports): with P > 1 the journal holds up to P x `maxEvents`. */
   readonly capacity: Capacity;
   /** Durable Object storage outlives the process and an append resolves after the write is durable. */
   readonly mode: DeliveryMode = "billing_grade";
@@ -693,7 +827,7 @@ export class PartitionedJournal implements UsageJournal {
       if (handed === 0) throw failures[0];
       for (const failure of failures) this.onIgnoredError(failure);
     }
-    return mergeHeads(got, (a, b) => a.event.observedAt < b.event.observedAt || (a.event.observedAt === b.event.observedAt && a.event.id < b.event.id), maxEvents).map(({ item }) => item);
+    return mergeHeads(got, (a, b) => observedBefore(a.event, b.event), maxEvents).map(({ item }) => item);
   }
 
   /**
@@ -903,6 +1037,13 @@ export class PartitionedJournal implements UsageJournal {
 
   // ---------------------------------------------------------- merged reads
 
+  /**
+   * With P > 1: the depths (`pending`, `inFlight`, `quarantined`, `dropped`)
+   * summed over the partitions, the largest `oldestPendingAgeMs`, and
+   * `capacity` as each partition has it, not summed (the type has no room
+   * for P; the journal holds up to P x `maxEvents`, and an append meets the
+   * capacity policy when its key's partition is full, whatever the sum).
+   */
   async stats(consumer: ConsumerId): Promise<JournalStats> {
     const now = this.clock();
     if (this.partitions === 1) return this.call(0, "stats", (stub, config) => stub.stats(config, now, consumer));
@@ -921,6 +1062,25 @@ export class PartitionedJournal implements UsageJournal {
     };
   }
 
+  /**
+   * With P > 1: one merged page of the partitions' quarantined events (see
+   * {@link mergedPage}; each partition is asked for a share of the page, not
+   * all of it). The order: each partition's events in its position order
+   * (descending with `order: "newest"`), the partitions interleaved by
+   * `event.observedAt`, then request id, as claims are (newest first: the
+   * latest first): at every step, the partition whose next event was
+   * observed first (last) gives it. When each partition appended its events
+   * in the order they were observed, the usual case, a page is in
+   * `observedAt` order across the journal; a late replay (appended after
+   * events observed later) stays at its position in its partition, so it and
+   * its partition's events behind it come later than their `observedAt`
+   * alone would put them. Positions collide across partitions, so they
+   * cannot order the journal; `quarantinedAt` is no order of a partition's
+   * list (an event is quarantined whenever its delivery fails). The cursor
+   * holds one position per partition, so paging is stable: nothing is
+   * skipped or repeated across pages, and an event quarantined meanwhile at a
+   * position a partition has passed is not listed, as in a single journal.
+   */
   async listQuarantined(consumer: ConsumerId, options: ListQuarantinedOptions = {}): Promise<QuarantinePage> {
     const now = this.clock();
     if (this.partitions === 1) return this.call(0, "listQuarantined", (stub, config) => stub.listQuarantined(config, now, consumer, options));
@@ -929,47 +1089,41 @@ export class PartitionedJournal implements UsageJournal {
     const prefix = newest ? QUARANTINE_NEWEST_CURSOR : QUARANTINE_CURSOR;
     const after = parseCursor(prefix, cursorText, this.partitions);
     await this.ready();
-    const pages = await Promise.all(
-      this.all().map((p) =>
+    const page = await mergedPage<QuarantinedEvent>(
+      after,
+      limit,
+      (p, from, share) =>
         this.send(p, "listQuarantined", (stub, config) =>
-          stub.listQuarantined(config, now, id, { limit, order, after: after[p]! > 0 ? `${newest ? "qn1." : "q1."}${after[p]}` : null, ...(query === "" ? {} : { query }) }),
+          stub.listQuarantined(config, now, id, { limit: share, order, after: from > 0 ? `${newest ? "qn1." : "q1."}${from}` : null, ...(query === "" ? {} : { query }) }),
         ),
-      ),
+      newest ? (a, b) => observedBefore(b.event, a.event) : (a, b) => observedBefore(a.event, b.event),
+      (item) => item.position,
     );
-    const lists = pages.map((page) => page.items);
-    const taken = mergeHeads<QuarantinedEvent>(lists, (a, b) => (newest ? a.quarantinedAt > b.quarantinedAt : a.quarantinedAt < b.quarantinedAt), limit);
-    const cursor = [...after];
-    const used = this.all().map(() => 0);
-    for (const { item, partition } of taken) {
-      cursor[partition] = item.position;
-      used[partition]! += 1;
-    }
-    const more = pages.some((page, p) => used[p]! < page.items.length || page.nextCursor !== null);
-    return { items: taken.map(({ item }) => item), nextCursor: more ? `${prefix}${cursor.join(".")}` : null };
+    return { items: page.items, nextCursor: page.more ? `${prefix}${page.cursor.join(".")}` : null };
   }
 
+  /**
+   * With P > 1: one merged page of the partitions' audit logs (see
+   * {@link mergedPage}). The order: each partition's entries in its `seq`
+   * order, the partitions interleaved by `at` (ties: lower partition). When
+   * the operator actions were recorded with non-decreasing `now` (one clock),
+   * the page is in `at` order across the journal. `seq` is per partition, and
+   * the cursor holds one `seq` per partition.
+   */
   async listAudit(options: { readonly limit?: number; readonly after?: string | null } = {}): Promise<AuditPage> {
     const now = this.clock();
     if (this.partitions === 1) return this.call(0, "listAudit", (stub, config) => stub.listAudit(config, now, options));
     const { limit, after: cursorText } = checkListAudit(options);
     const after = parseCursor(AUDIT_CURSOR, cursorText, this.partitions);
     await this.ready();
-    const pages = await Promise.all(
-      this.all().map((p) => this.send(p, "listAudit", (stub, config) => stub.listAudit(config, now, { limit, after: after[p]! > 0 ? `a1.${after[p]}` : null }))),
-    );
-    const taken = mergeHeads<AuditEntry>(
-      pages.map((page) => page.items),
-      (a, b) => a.at < b.at,
+    const page = await mergedPage<AuditEntry>(
+      after,
       limit,
+      (p, from, share) => this.send(p, "listAudit", (stub, config) => stub.listAudit(config, now, { limit: share, after: from > 0 ? `a1.${from}` : null })),
+      (a, b) => a.at < b.at,
+      (entry) => entry.seq,
     );
-    const cursor = [...after];
-    const used = this.all().map(() => 0);
-    for (const { item, partition } of taken) {
-      cursor[partition] = item.seq;
-      used[partition]! += 1;
-    }
-    const more = pages.some((page, p) => used[p]! < page.items.length || page.nextCursor !== null);
-    return { items: taken.map(({ item }) => item), nextCursor: more ? `${AUDIT_CURSOR}${cursor.join(".")}` : null };
+    return { items: page.items, nextCursor: page.more ? `${AUDIT_CURSOR}${page.cursor.join(".")}` : null };
   }
 
   async prune(options: PruneOptions): Promise<{ pruned: number }> {

@@ -669,7 +669,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       path: "/v1/journals/{journal}/consumers/{consumer}/quarantined/bulk",
       summary: "Release or discard every quarantined event of a filter (dry run first)",
       description:
-        "Collects up to `max` (default 1000) matching events, then, unless `dryRun`, applies the action to each in position order. `matched` counts what the filter selected; `more` says the filter selects more than `max`. Needs `operate`.",
+        "Collects up to `max` (default 1000) matching events, then, unless `dryRun`, applies the action to each in the journal's listing order (position order for one journal; see docs/http-api.md for a partitioned one). `matched` counts what the filter selected; `more` says the filter selects more than `max`. Needs `operate`.",
       security,
       request: { params: s.ConsumerParamsSchema, ...body(s.BulkBodySchema) },
       responses: ok(s.BulkAnswerSchema, "counts"),

@@ -15,16 +15,27 @@
  * - routing by request id: a delivery or operator action goes to the partition
  *   that stores its event, and is `not_outstanding` / `not_quarantined` / `[]`
  *   when none does;
- * - merged reads: stats summed (largest `oldestPendingAgeMs`), quarantine
- *   listings and the audit log as the union of the partitions'.
+ * - merged reads: stats summed (largest `oldestPendingAgeMs`); quarantine
+ *   listings as the partitions' listings (position order, descending for
+ *   `order: "newest"`) merged by `observedAt` then request id (latest first
+ *   for newest), ties to the lower partition; the audit log as the
+ *   partitions' logs (`seq` order) merged by `at`. A listing is read in
+ *   pages of a random size and compared, pages joined, with the model's
+ *   whole merged list: paging neither skips, repeats nor reorders.
  *
  * So append outcomes (status and position within the partition), claim
  * results, ack / nack / extend / quarantine outcomes and error codes, summed
- * stats, quarantined sets, release / discard and prune are all compared
- * exactly; one in flight per key is checked on every claim too. The clock is
+ * stats, quarantine listings and the audit log (in their merged order),
+ * release / discard and prune are all compared exactly; one in flight per key is checked on every claim too. The clock is
  * virtual and shared by both sides. "reopen" is a new PartitionedJournal over
  * the same objects, sharing no memory (its claim rotations start over; the
  * model's too).
+ *
+ * Quarantines are rare in those sequences (a delivery is often acked or its
+ * lease gone by the time a quarantine picks it), so a second property
+ * quarantines many events spread over the partitions, late replays
+ * included, in an order of their own, releases some, and reads the listings
+ * and the audit log in pages of every size.
  *
  * A few dozen sequences by default (about ten seconds); `SOAK=1` runs
  * 200 longer ones.
@@ -180,21 +191,7 @@ class PartitionedModel {
       candidates = candidates.filter((p) => !out.has(p));
     }
     // Merge: the head with the smallest (observedAt, request id), ties to the lower partition.
-    const heads = got.map(() => 0);
-    const merged: Delivery[] = [];
-    for (;;) {
-      let best = -1;
-      for (let p = 0; p < P; p++) {
-        const item = got[p]![heads[p]!];
-        if (item === undefined) continue;
-        const current = best === -1 ? undefined : got[best]![heads[best]!]!;
-        if (current === undefined || item.event.observedAt < current.event.observedAt || (item.event.observedAt === current.event.observedAt && item.event.id < current.event.id)) best = p;
-      }
-      if (best === -1) break;
-      merged.push(got[best]![heads[best]!]!);
-      heads[best]! += 1;
-    }
-    return merged.slice(0, options.maxEvents);
+    return merge(got, (a, b) => observedBefore(a.event, b.event)).slice(0, options.maxEvents);
   }
 
   private async routed<T>(requestId: string, call: (oracle: JournalOracle) => Promise<T>, missing: () => T): Promise<T> {
@@ -251,14 +248,27 @@ class PartitionedModel {
     };
   }
 
-  async quarantined(consumer: ConsumerId): Promise<QuarantinedEvent[]> {
-    const pages = await Promise.all(this.oracles.map((oracle) => oracle.listQuarantined(consumer, { limit: 1000 })));
-    return byRequestId(pages.flatMap((page) => page.items));
+  /**
+   * Every quarantined event of `consumer` in the partitioned journal's
+   * order: each partition's listing in its order, merged by `observedAt`
+   * then request id (newest first: the latest first), ties to the lower
+   * partition.
+   */
+  async quarantined(consumer: ConsumerId, order: "oldest" | "newest"): Promise<QuarantinedEvent[]> {
+    const pages = await Promise.all(this.oracles.map((oracle) => oracle.listQuarantined(consumer, { limit: 1000, order })));
+    return merge(
+      pages.map((page) => page.items),
+      order === "oldest" ? (a, b) => observedBefore(a.event, b.event) : (a, b) => observedBefore(b.event, a.event),
+    );
   }
 
-  async audit(): Promise<Omit<AuditEntry, "seq">[]> {
+  /** The audit log in the partitioned journal's order: each partition's log in `seq` order, merged by `at`, ties to the lower partition. */
+  async audit(): Promise<AuditEntry[]> {
     const pages = await Promise.all(this.oracles.map((oracle) => oracle.listAudit({ limit: 1000 })));
-    return withoutSeq(pages.flatMap((page) => page.items));
+    return merge(
+      pages.map((page) => page.items),
+      (a, b) => a.at < b.at,
+    );
   }
 
   async prune(now: number, limit: number): Promise<{ pruned: number }> {
@@ -275,14 +285,38 @@ class PartitionedModel {
   }
 }
 
-function byRequestId(items: readonly QuarantinedEvent[]): QuarantinedEvent[] {
-  return [...items].sort((a, b) => (a.consumer + a.event.id < b.consumer + b.event.id ? -1 : 1));
+/** Whether event `a` was observed before `b`, or at the same time with the smaller request id. */
+function observedBefore(a: UsageEvent, b: UsageEvent): boolean {
+  return a.observedAt < b.observedAt || (a.observedAt === b.observedAt && a.id < b.id);
 }
 
-function withoutSeq(items: readonly AuditEntry[]): Omit<AuditEntry, "seq">[] {
-  return items
-    .map(({ seq: _seq, ...rest }) => rest)
-    .sort((a, b) => a.at - b.at || (a.requestId < b.requestId ? -1 : a.requestId > b.requestId ? 1 : 0) || (a.action < b.action ? -1 : 1));
+/** Merge lists, keeping each list's order: at every step the head `before` puts first, ties to the lower list. */
+function merge<T>(lists: readonly (readonly T[])[], before: (a: T, b: T) => boolean): T[] {
+  const heads = lists.map(() => 0);
+  const merged: T[] = [];
+  for (;;) {
+    let best = -1;
+    for (let p = 0; p < lists.length; p++) {
+      const item = lists[p]![heads[p]!];
+      if (item !== undefined && (best === -1 || before(item, lists[best]![heads[best]!]!))) best = p;
+    }
+    if (best === -1) return merged;
+    merged.push(lists[best]![heads[best]!]!);
+    heads[best]! += 1;
+  }
+}
+
+/** Every item of a cursor listing, read in pages of `limit` and joined; fails if a page holds more than `limit`. */
+async function allPages<T>(limit: number, list: (after: string | null) => Promise<{ readonly items: readonly T[]; readonly nextCursor: string | null }>): Promise<T[]> {
+  const items: T[] = [];
+  let after: string | null = null;
+  do {
+    const page: { readonly items: readonly T[]; readonly nextCursor: string | null } = await list(after);
+    if (page.items.length > limit) throw new Error(`a page of ${page.items.length} items, over its limit ${limit}`);
+    items.push(...page.items);
+    after = page.nextCursor;
+  } while (after !== null);
+  return items;
 }
 
 // --------------------------------------------------------------- commands
@@ -301,7 +335,8 @@ type Command =
   | { readonly kind: "ack" | "quarantine" | "extend" | "nack"; readonly pick: number; readonly skew: number; readonly reason: PoisonReason; readonly ms: number }
   | { readonly kind: "release" | "discard"; readonly consumer: number; readonly id: number; readonly actor: string | undefined }
   | { readonly kind: "attempts"; readonly consumer: number; readonly id: number }
-  | { readonly kind: "stats" | "quarantined"; readonly consumer: number }
+  | { readonly kind: "stats"; readonly consumer: number }
+  | { readonly kind: "quarantined"; readonly consumer: number; readonly order: "oldest" | "newest"; readonly pageSize: number }
   | { readonly kind: "prune"; readonly limit: number }
   | { readonly kind: "advance"; readonly ms: number }
   | { readonly kind: "reopen" };
@@ -333,7 +368,13 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
       .map((c): Command => c),
   },
   { weight: 1, arbitrary: fc.record({ consumer: consumerArb, id: fc.nat({ max: REQUEST_IDS.length - 1 }) }).map((c): Command => ({ kind: "attempts", ...c })) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constantFrom<"stats" | "quarantined">("stats", "quarantined"), consumer: consumerArb }).map((c): Command => c) },
+  { weight: 1, arbitrary: consumerArb.map((consumer): Command => ({ kind: "stats", consumer })) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .record({ consumer: consumerArb, order: fc.constantFrom<"oldest" | "newest">("oldest", "newest"), pageSize: fc.integer({ min: 1, max: 5 }) })
+      .map((c): Command => ({ kind: "quarantined", ...c })),
+  },
   { weight: 1, arbitrary: fc.integer({ min: 1, max: 3 }).map((limit): Command => ({ kind: "prune", limit })) },
   { weight: 3, arbitrary: fc.integer({ min: 0, max: MAX_ADVANCE_MS }).map((ms): Command => ({ kind: "advance", ms })) },
   { weight: 1, arbitrary: fc.constant<Command>({ kind: "reopen" }) },
@@ -436,7 +477,12 @@ async function runSequence(capacity: Capacity, commands: readonly Command[]): Pr
       }
       case "quarantined": {
         const consumer = CONSUMERS[command.consumer]!;
-        await agree(step(`listQuarantined ${consumer}`), async () => byRequestId((await journal.listQuarantined(consumer, { limit: 1000 })).items), () => model.quarantined(consumer));
+        const { order, pageSize } = command;
+        await agree(
+          step(`listQuarantined ${consumer} ${order}, pages of ${pageSize}`),
+          () => allPages(pageSize, (after) => journal.listQuarantined(consumer, { limit: pageSize, order, after })),
+          () => model.quarantined(consumer, order),
+        );
         break;
       }
       case "prune":
@@ -456,15 +502,92 @@ async function runSequence(capacity: Capacity, commands: readonly Command[]): Pr
   // The end state, as every consumer and an operator see it.
   for (const consumer of CONSUMERS) {
     await agree(step(`final stats ${consumer}`), () => journal.stats(consumer), () => model.stats(consumer));
-    await agree(step(`final listQuarantined ${consumer}`), async () => byRequestId((await journal.listQuarantined(consumer, { limit: 1000 })).items), () => model.quarantined(consumer));
+    for (const order of ["oldest", "newest"] as const) {
+      await agree(step(`final listQuarantined ${consumer} ${order}`), async () => (await journal.listQuarantined(consumer, { limit: 1000, order })).items, () => model.quarantined(consumer, order));
+    }
   }
-  await agree(step("final listAudit"), async () => withoutSeq((await journal.listAudit({ limit: 1000 })).items), () => model.audit());
+  await agree(step("final listAudit"), async () => (await journal.listAudit({ limit: 1000 })).items, () => model.audit());
+  await agree(step("final listAudit, pages of 2"), () => allPages(2, (after) => journal.listAudit({ limit: 2, after })), () => model.audit());
   for (const requestId of REQUEST_IDS) {
     const expected = model.holder(requestId);
     for (const consumer of CONSUMERS) {
       await agree(step(`final attempts ${consumer} ${requestId} (partition ${expected})`), () => journal.attempts(consumer, requestId), () => model.attempts(consumer, requestId));
     }
   }
+}
+
+/** What `runListing` does: events to quarantine, in which order, which to release, how to read the listings. */
+interface ListingSpec {
+  readonly events: readonly { readonly subject: number; readonly offset: number }[];
+  /** Per event, its rank in the quarantine order of the claim that delivered it. */
+  readonly ranks: readonly number[];
+  /** Per event, whether an operator releases it after all are quarantined. */
+  readonly releases: readonly boolean[];
+  readonly reads: readonly { readonly order: "oldest" | "newest"; readonly pageSize: number }[];
+  readonly auditPageSize: number;
+}
+
+const LISTING_EVENTS = 12;
+
+const listingArb: fc.Arbitrary<ListingSpec> = fc.record({
+  events: fc.array(fc.record({ subject: fc.nat({ max: SUBJECTS.length - 1 }), offset: fc.integer({ min: -3000, max: 0 }) }), { minLength: 1, maxLength: LISTING_EVENTS }),
+  ranks: fc.array(fc.nat({ max: 1000 }), { minLength: LISTING_EVENTS, maxLength: LISTING_EVENTS }),
+  releases: fc.array(fc.boolean(), { minLength: LISTING_EVENTS, maxLength: LISTING_EVENTS }),
+  reads: fc.array(fc.record({ order: fc.constantFrom<"oldest" | "newest">("oldest", "newest"), pageSize: fc.integer({ min: 1, max: 5 }) }), { minLength: 1, maxLength: 3 }),
+  auditPageSize: fc.integer({ min: 1, max: 4 }),
+});
+
+/**
+ * Quarantine `spec.events` on both sides (appended in one batch, observed at
+ * random times so a partition's positions may disagree with `observedAt`;
+ * claimed until none is left, each claim's deliveries quarantined in the
+ * order of `spec.ranks`, the clock advancing before each), release those
+ * `spec.releases` names, then read the quarantine listings and the audit log
+ * in pages: every page joined must equal the model's merged list.
+ */
+async function runListing(spec: ListingSpec): Promise<void> {
+  const time = virtualClock(T0);
+  const capacity = CAPACITIES[0]!;
+  const journal = new PartitionedJournal(env.PARTITIONS, { name: "model", partitions: P, capacity, clock: time.clock, scope: `listing-p${P}-${scopes++}/` });
+  const model = new PartitionedModel(capacity, time.clock);
+  const consumer = CONSUMERS[0]!;
+  const log: string[] = [];
+  const step = (what: string) => {
+    log.push(`${time.now - T0}ms ${what}`);
+    return `step ${log.length} of:\n    ${log.join("\n    ")}`;
+  };
+  const events = spec.events.map((event, i) =>
+    createUsageEvent({
+      record: { requestId: `0190e000-0000-7000-8000-${(i + 1).toString(16).padStart(12, "0")}`, namespace: "acme", subject: SUBJECTS[event.subject]!, data: { units: i } },
+      observedAt: time.now + event.offset,
+    }),
+  );
+  const rank = new Map(events.map((event, i) => [event.id, spec.ranks[i]!]));
+  await agree(step(`appendBatch ${render(events.map((event) => [event.record.subject, event.observedAt - T0]))}`), () => journal.appendBatch(events), () => model.appendBatch(events));
+  for (let round = 0; round < events.length; round++) {
+    const options = { maxEvents: 100, leaseMs: 600_000, now: time.now };
+    const claimed = await agree(step("claim"), () => journal.claim(consumer, options), () => model.claim(consumer, options));
+    const delivered = claimed.ok ? (claimed.value as Delivery[]) : [];
+    if (delivered.length === 0) break;
+    for (const delivery of [...delivered].sort((a, b) => rank.get(a.id.event)! - rank.get(b.id.event)!)) {
+      time.advance(1);
+      await agree(step(`quarantine ${delivery.id.event}`), () => journal.quarantine(delivery.id, "malformed"), () => model.quarantine(delivery.id, "malformed"));
+    }
+  }
+  for (const [i, event] of events.entries()) {
+    if (!spec.releases[i]) continue;
+    time.advance(1);
+    const options = { now: time.now, actor: "ops" };
+    await agree(step(`release ${event.id}`), () => journal.release(consumer, event.id, options), () => model.operate("release", consumer, event.id, time.now, "ops"));
+  }
+  for (const { order, pageSize } of spec.reads) {
+    await agree(
+      step(`listQuarantined ${order}, pages of ${pageSize}`),
+      () => allPages(pageSize, (after) => journal.listQuarantined(consumer, { limit: pageSize, order, after })),
+      () => model.quarantined(consumer, order),
+    );
+  }
+  await agree(step(`listAudit, pages of ${spec.auditPageSize}`), () => allPages(spec.auditPageSize, (after) => journal.listAudit({ limit: spec.auditPageSize, after })), () => model.audit());
 }
 
 describe("partitioned journal, P = 4, against a partition-aware model", () => {
@@ -474,6 +597,17 @@ describe("partitioned journal, P = 4, against a partition-aware model", () => {
       await fc.assert(
         fc.asyncProperty(fc.constantFrom(...CAPACITIES), fc.array(commandArb, { minLength: 1, maxLength: MAX_COMMANDS }), (capacity, commands) => runSequence(capacity, commands)),
         { numRuns: RUNS },
+      );
+    },
+    SOAK ? 3_600_000 : 120_000,
+  );
+
+  it(
+    "quarantine listings and the audit log, in pages of any size, are the partitions' lists merged in the documented order",
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(listingArb, (spec) => runListing(spec)),
+        { numRuns: SOAK ? 200 : 20 },
       );
     },
     SOAK ? 3_600_000 : 120_000,

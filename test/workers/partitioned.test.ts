@@ -4,7 +4,8 @@
  * writer, per-key order and one in flight per key hold under concurrent
  * claimers across partitions, deliveries route without a hint, merged reads
  * page across partitions, capacity is per partition, a small claim still
- * reaches every partition (also from per-request instances), a claiming
+ * reaches every partition (also from per-request instances), a merged
+ * listing asks each partition for a share of its page, a claiming
  * consumer is registered everywhere before anything is leased, and platform
  * failures are typed.
  */
@@ -64,10 +65,10 @@ function fresh(partitions: number, capacity: Capacity = ROOMY, clock: () => numb
 
 /**
  * The PARTITIONS namespace, with `before` told of every RPC (method, partition
- * object name) before it is sent; what `before` throws fails that call, as a
- * platform failure would.
+ * object name, arguments) before it is sent; what `before` throws fails that
+ * call, as a platform failure would.
  */
-function intercepted(before: (method: string, object: string) => void): PartitionNamespace {
+function intercepted(before: (method: string, object: string, args: readonly unknown[]) => void): PartitionNamespace {
   return {
     idFromName: (name: string) => ({ name, id: env.PARTITIONS.idFromName(name) }),
     get: (handle: never) => {
@@ -79,7 +80,7 @@ function intercepted(before: (method: string, object: string) => void): Partitio
           get:
             (_, method: string) =>
             async (...args: unknown[]) => {
-              before(method, name);
+              before(method, name, args);
               return stub[method]!(...args);
             },
         },
@@ -102,6 +103,41 @@ function subjectsByPartition(journal: PartitionedJournal, perPartition: number):
     if (list.length < perPartition) list.push(subject);
   }
   return found;
+}
+
+/**
+ * How many items each merged listing page asks the partitions for: the
+ * `limit` of every `listQuarantined` / `listAudit` call, per partition
+ * object, in call order; `page()` starts the record of the next page.
+ */
+function listingAsks() {
+  const pages: Map<string, number[]>[] = [];
+  const namespace = intercepted((method, object, args) => {
+    if (method !== "listQuarantined" && method !== "listAudit") return;
+    const options = args[method === "listQuarantined" ? 3 : 2] as { limit: number };
+    const page = pages[pages.length - 1]!;
+    page.set(object, [...(page.get(object) ?? []), options.limit]);
+  });
+  return {
+    namespace,
+    pages,
+    page: () => pages.push(new Map()),
+    /** What the last page asked for in all. */
+    total: () => [...pages[pages.length - 1]!.values()].flat().reduce((sum, limit) => sum + limit, 0),
+  };
+}
+
+/** Append `events` (in order), claim them all for billing and quarantine them one by one, the clock advancing 1 ms before each. */
+async function quarantineAll(journal: PartitionedJournal, events: readonly UsageEvent[], time: { advance(ms: number): void; readonly now: number }): Promise<void> {
+  for (let i = 0; i < events.length; i += 100) await journal.appendBatch(events.slice(i, i + 100));
+  const deliveries = await journal.claim(billing, { maxEvents: 1000, leaseMs: 600_000, now: time.now });
+  const wanted = new Set(events.map((event) => event.id));
+  const mine = deliveries.filter((delivery) => wanted.has(delivery.id.event));
+  expect(mine).toHaveLength(events.length);
+  for (const delivery of mine) {
+    time.advance(1);
+    await journal.quarantine(delivery.id, "malformed");
+  }
 }
 
 describe("partitioned journal", () => {
@@ -250,6 +286,169 @@ describe("partitioned journal", () => {
     await expect(journal.listQuarantined(billing, { order: "sideways" as "newest" })).rejects.toMatchObject({ code: "invalid_argument", argument: "order" });
   });
 
+  it("lists quarantined events in observedAt order partition by partition, whatever order they were quarantined in", async () => {
+    const time = virtualClock(T0);
+    const { journal } = fresh(4, ROOMY, time.clock);
+    const [inA, inB] = subjectsByPartition(journal, 3);
+    const a1 = usage(1, inA![0]!, T0 + 100);
+    const a2 = usage(2, inA![1]!, T0 + 300);
+    const b1 = usage(3, inB![0]!, T0 + 200);
+    const late = usage(4, inA![2]!, T0 + 50); // a late replay: appended after a2, observed before everything
+    await journal.appendBatch([a1, a2, b1]);
+    await journal.append(late);
+    const deliveries = await journal.claim(billing, { maxEvents: 10, leaseMs: 600_000, now: time.now });
+    // Quarantined in an order of their own: quarantinedAt orders neither the partitions' lists nor the merge.
+    for (const event of [a2, b1, a1, late]) {
+      time.advance(100);
+      await journal.quarantine(deliveries.find((delivery) => delivery.id.event === event.id)!.id, "malformed");
+    }
+    const oldest = [a1, b1, a2, late].map((event) => event.id);
+    const newest = [b1, late, a2, a1].map((event) => event.id);
+    const list = async (order: "oldest" | "newest", limit: number): Promise<string[]> => {
+      const seen: string[] = [];
+      let after: string | null = null;
+      do {
+        const page: Awaited<ReturnType<PartitionedJournal["listQuarantined"]>> = await journal.listQuarantined(billing, { order, limit, after });
+        seen.push(...page.items.map((item) => item.event.id));
+        after = page.nextCursor;
+      } while (after !== null && seen.length < 10);
+      return seen;
+    };
+    for (const limit of [1, 2, 3, 100]) {
+      // Partition A in position order (a1, a2, late), interleaved with B by observedAt:
+      // in observedAt order except the late replay, which stays at its position in A.
+      expect(await list("oldest", limit)).toEqual(oldest);
+      // Newest first: A from its last position down (late, a2, a1); B's b1 was observed after the late replay.
+      expect(await list("newest", limit)).toEqual(newest);
+    }
+  });
+
+  it("asks each partition for a share of a quarantine page, not the whole page, and still fills the page", async () => {
+    const time = virtualClock(T0);
+    const { journal, open } = fresh(8, ROOMY, time.clock);
+    const subjects = subjectsByPartition(journal, 6);
+    const limit = 16;
+    const walk = async (lister: PartitionedJournal, asks: ReturnType<typeof listingAsks>): Promise<{ seen: string[]; sizes: number[] }> => {
+      const seen: string[] = [];
+      const sizes: number[] = [];
+      let after: string | null = null;
+      do {
+        asks.page();
+        const page: Awaited<ReturnType<PartitionedJournal["listQuarantined"]>> = await lister.listQuarantined(billing, { limit, after });
+        seen.push(...page.items.map((item) => item.event.id));
+        sizes.push(page.items.length);
+        after = page.nextCursor;
+        // A page reads about its limit plus a little per partition, where asking every partition for the page would read P x limit.
+        expect(asks.total()).toBeLessThanOrEqual(2 * limit + 2 * lister.partitions);
+        for (const limits of asks.pages[asks.pages.length - 1]!.values()) for (const asked of limits) expect(asked).toBeLessThanOrEqual(limit);
+      } while (after !== null && sizes.length < 20);
+      return { seen, sizes };
+    };
+
+    // Spread evenly (6 per partition, observed round-robin): one round of calls, each partition asked for a share.
+    const spread = Array.from({ length: 6 }, (_, k) => subjects.map((list, p) => usage(k * 8 + p + 1, list[k]!, T0 + k * 8 + p))).flat();
+    await quarantineAll(journal, spread, time);
+    const even = listingAsks();
+    const result = await walk(open(8, even.namespace), even);
+    expect(result.sizes).toEqual([16, 16, 16]);
+    expect(result.seen).toEqual(spread.map((event) => event.id));
+    for (const page of even.pages) {
+      expect(page.size).toBe(8);
+      for (const limits of page.values()) {
+        expect(limits).toHaveLength(1);
+        expect(limits[0]).toBeLessThan(limit / 2);
+      }
+    }
+
+    // All in one partition: only that partition is asked again (for more each time), the others once per page.
+    const { journal: skewed, open: reopen } = fresh(8, ROOMY, time.clock);
+    const hot = subjectsByPartition(skewed, 20)[5]!;
+    const crowded = hot.map((subject, i) => usage(100 + i, subject, T0 + i));
+    await quarantineAll(skewed, crowded, time);
+    const uneven = listingAsks();
+    const walked = await walk(reopen(8, uneven.namespace), uneven);
+    expect(walked.sizes).toEqual([16, 4]);
+    expect(walked.seen).toEqual(crowded.map((event) => event.id));
+    for (const page of uneven.pages) {
+      for (const [object, limits] of page) if (object !== skewed.objectName(5)) expect(limits).toHaveLength(1);
+    }
+    expect(uneven.pages[0]!.get(skewed.objectName(5))!.length).toBeGreaterThan(1);
+  });
+
+  it("pages quarantine listings and the audit log with events quarantined and released between pages: every event once, nothing skipped", async () => {
+    for (const order of ["oldest", "newest"] as const) {
+      const time = virtualClock(T0);
+      const { journal, open } = fresh(4, ROOMY, time.clock);
+      const subjects = subjectsByPartition(journal, 10);
+      const initial = subjects.flatMap((list, p) => list.slice(0, 6).map((subject, k) => usage(1 + p * 10 + k, subject, T0 + k * 4 + p)));
+      await quarantineAll(journal, initial, time);
+      const asks = listingAsks();
+      const lister = open(4, asks.namespace);
+      const limit = 5;
+      const seen: string[] = [];
+      const sizes: number[] = [];
+      const releasedUnseen = new Set<string>();
+      const added = new Set<string>();
+      const releases: string[] = [];
+      let quarantined = new Set(initial.map((event) => event.id));
+      let after: string | null = null;
+      let fresher = 0;
+      do {
+        asks.page();
+        const page: Awaited<ReturnType<PartitionedJournal["listQuarantined"]>> = await lister.listQuarantined(billing, { order, limit, after });
+        expect(asks.total()).toBeLessThanOrEqual(2 * limit + 2 * 4);
+        seen.push(...page.items.map((item) => item.event.id));
+        sizes.push(page.items.length);
+        after = page.nextCursor;
+        if (after === null) break;
+        // Between pages: an operator releases one event not listed yet and one listed already,
+        const unseen = [...quarantined].filter((id) => !seen.includes(id));
+        const listed = [...quarantined].filter((id) => seen.includes(id));
+        for (const id of [unseen[unseen.length - 1], listed[0]]) {
+          if (id === undefined) continue;
+          time.advance(1);
+          await journal.release(billing, id, { now: time.now, actor: "ops" });
+          releases.push(id);
+          quarantined.delete(id);
+          if (!seen.includes(id)) releasedUnseen.add(id);
+        }
+        // and another event is quarantined, in a partition of its own turn (a new key, so after that partition's cursor in oldest order).
+        const p = fresher % 4;
+        const event = usage(100 + fresher, subjects[p]![6 + Math.floor(fresher / 4)]!, time.now);
+        fresher++;
+        await journal.append(event);
+        const delivery = (await journal.claim(billing, { maxEvents: 100, leaseMs: 600_000, now: time.now })).find((d) => d.id.event === event.id)!;
+        time.advance(1);
+        await journal.quarantine(delivery.id, "rejected");
+        quarantined = new Set([...quarantined, event.id]);
+        added.add(event.id);
+      } while (sizes.length < 40);
+      expect(new Set(seen).size, "an event listed twice").toBe(seen.length);
+      expect(sizes.slice(0, -1).every((size) => size === limit)).toBe(true);
+      expect(sizes[sizes.length - 1]!).toBeLessThanOrEqual(limit);
+      for (const event of initial) {
+        if (releasedUnseen.has(event.id)) expect(seen, `${event.id} was released before it was listed`).not.toContain(event.id);
+        else expect(seen, `${event.id} stayed quarantined`).toContain(event.id);
+      }
+      // Oldest first, an event quarantined meanwhile comes after its partition's cursor: listed, once.
+      if (order === "oldest") for (const id of added) if (!releasedUnseen.has(id)) expect(seen).toContain(id);
+      expect(releasedUnseen.size).toBeGreaterThan(0);
+
+      // The audit log of those releases, in pages of 3: each entry once, in `at` order (the clock advanced before each).
+      const audit: string[] = [];
+      let cursor: string | null = null;
+      do {
+        asks.page();
+        const page: Awaited<ReturnType<PartitionedJournal["listAudit"]>> = await lister.listAudit({ limit: 3, after: cursor });
+        expect(page.items.length).toBeLessThanOrEqual(3);
+        expect(asks.total()).toBeLessThanOrEqual(2 * 3 + 2 * 4);
+        audit.push(...page.items.map((entry) => entry.requestId));
+        cursor = page.nextCursor;
+      } while (cursor !== null && audit.length <= releases.length);
+      expect(audit).toEqual(releases);
+    }
+  });
+
   it("applies capacity per partition", async () => {
     const { journal } = fresh(4, { ...ROOMY, maxEvents: 1 });
     const byPartition = subjectsByPartition(journal, 2);
@@ -258,7 +457,9 @@ describe("partitioned journal", () => {
     expect(await journal.append(usage(1, a1!))).toEqual({ status: "accepted", position: 1 });
     expect(await journal.append(usage(2, b1!))).toEqual({ status: "accepted", position: 1 });
     await expect(journal.append(usage(3, a2!))).rejects.toMatchObject({ code: "at_capacity", pending: 1 });
-    expect((await journal.stats(billing)).capacity.maxEvents).toBe(1);
+    // The depths are summed, the capacity is each partition's: two pending, one per partition, at maxEvents 1.
+    expect(await journal.stats(billing)).toMatchObject({ pending: 2, capacity: { maxEvents: 1 } });
+    expect(journal.capacity.maxEvents).toBe(1);
   });
 
   it("a claim smaller than P still reaches every partition in turn", async () => {
