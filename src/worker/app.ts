@@ -728,10 +728,14 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       const pages = quarantinedPages(target, id, filter, 200);
       // Pulled one journal page at a time, so a large quarantine streams in bounded memory.
       const stream = new ReadableStream<Uint8Array>({
+        // Each pull enqueues something or closes: a stream calls pull again only after an enqueue, so a
+        // page the filter empties (the journal's query matches more than the exact filter) must not end a pull.
         async pull(controller) {
-          const page = await pages.next();
-          if (page.done === true) return controller.close();
-          if (page.value.length > 0) controller.enqueue(encoder.encode(page.value.map((item) => `${JSON.stringify(item)}\n`).join("")));
+          for (;;) {
+            const page = await pages.next();
+            if (page.done === true) return controller.close();
+            if (page.value.length > 0) return controller.enqueue(encoder.encode(page.value.map((item) => `${JSON.stringify(item)}\n`).join("")));
+          }
         },
         async cancel() {
           await pages.return(undefined);

@@ -279,6 +279,24 @@ describe("operator routes", () => {
     expect(lines.every((line) => line.attempts.length === 1)).toBe(true);
   });
 
+  it("exports to the end when a later page of the journal's query holds nothing the exact filter keeps", async () => {
+    const { call, journal } = setup({}, { ...CAPACITY, maxEvents: 1000 });
+    // 200 events set aside as malformed (the export's first journal page), then 5 as rejected: the query
+    // `acme` matches all 205, the exact reason filter keeps none of the second page.
+    for (let n = 1; n <= 205; n++) await journal.append(createUsageEvent(event(n, "acme")));
+    const deliveries = await journal.claim(billing, { maxEvents: 1000, leaseMs: 60_000, now: t0 });
+    for (const [i, delivery] of deliveries.entries()) await journal.quarantine(delivery.id, i < 200 ? "malformed" : "rejected");
+    // The stream used to answer its headers, then never close: a pull that enqueued nothing was the last one.
+    const exported = await Promise.race([
+      call("GET", "/v1/journals/usage/consumers/billing/quarantined/export?query=acme&reason=malformed"),
+      new Promise<"hung">((resolve) => setTimeout(() => resolve("hung"), 5_000)),
+    ]);
+    expect(exported).not.toBe("hung");
+    if (exported === "hung") return;
+    const ids = exported.text.trim().split("\n").map((line) => (JSON.parse(line) as { event: { id: string } }).event.id);
+    expect(ids).toEqual(Array.from({ length: 200 }, (_, i) => rid(i + 1)));
+  });
+
   it("releases an event to the next claim in its key's order", async () => {
     const { call, journal } = setup();
     await journal.append(createUsageEvent(event(1, "acme", "same")));
