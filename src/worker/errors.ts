@@ -26,6 +26,7 @@ export type ApiErrorCode =
   | "method_not_allowed"
   | "payload_too_large"
   | "unsupported_media_type"
+  | "duplicate_request"
   | "internal";
 
 /** Codes of the storage primitives' errors (`src/storage/errors.ts`, `src/storage/ordered/errors.ts`). */
@@ -74,6 +75,7 @@ export const STATUS_OF: Readonly<Record<JournalErrorCode | StorageErrorCode | Ap
   ordered_record_not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  duplicate_request: 409,
   quarantined: 409,
   already_acknowledged: 409,
   revision_conflict: 409,

@@ -4,8 +4,7 @@
  *
  * At acceptance the middleware fixes the request's id: the `x-request-id`
  * header when the caller sent a UUIDv7 there (so a retried request keeps its
- * id and is journaled once: the journal answers `already_present`), else a
- * fresh UUIDv7. The id is on the context (`c.get("requestId")`) and on the
+ * id and is journaled once), else a fresh UUIDv7. The id is on the context (`c.get("requestId")`) and on the
  * response (`x-request-id`). The handler reports usage with
  * `c.get("reportUsage")(value)`; after the handler, `toRecord` turns the value
  * into `{ namespace, subject, data }` and the event is appended with the
@@ -20,19 +19,27 @@
  *   nothing was journaled (or, with the same `x-request-id`, the journal
  *   recognises the id); 409 for a `conflict` (the same request id with other
  *   usage: a bug, never a retry); 400 for usage that is not a valid event;
- *   500 for a failure a retry will not fix. It needs a journal whose `mode`
+ *   500 for a failure a retry will not fix. A request whose id was already
+ *   served and billed (the journal answers `already_present`) is not served
+ *   again: 409 `duplicate_request`. The handler ran, but its answer is
+ *   dropped, because the usage was billed once and a caller could otherwise
+ *   send one id forever and be served every time, billed once. A retry whose
+ *   first answer was lost learns that it was served and billed; for another
+ *   answer it sends a new id (or none). It needs a journal whose `mode`
  *   is `billing_grade` (durable storage): over a `telemetry_grade` one it is
  *   refused at construction (`InvalidArgumentError`, argument `journal`), or,
  *   when `journal` is a function, each request fails with 500.
  * - `telemetry_grade`: the append runs after the response (in
  *   `executionCtx.waitUntil` when there is one) and never delays it; a failed
- *   append counts in `counters.dropped` and goes to `onDropped`.
+ *   append counts in `counters.dropped` and goes to `onDropped`. Its answer
+ *   leaves before the append, so a repeated id is served again (and
+ *   journaled once): telemetry, not billing.
  */
 import type { Context, MiddlewareHandler } from "hono";
 import { isRequestId, newRequestId, createUsageEvent } from "../journal/event.js";
 import { BackendError, InvalidArgumentError, JournalError } from "../journal/errors.js";
-import type { DeliveryMode, JsonValue, UsageJournal } from "../journal/types.js";
-import { errorAnswer } from "./errors.js";
+import type { AppendResult, DeliveryMode, JsonValue, UsageJournal } from "../journal/types.js";
+import { ApiError, errorAnswer } from "./errors.js";
 
 /** What `toRecord` answers: the ordering key and the billed data of one request. */
 export interface ReportedUsage {
@@ -74,6 +81,8 @@ export interface UsageCounters {
   dropped: number;
   /** Billing-grade requests failed because their append failed. */
   refused: number;
+  /** Billing-grade requests not served because their id was already served and billed (409 `duplicate_request`). */
+  duplicates: number;
 }
 
 /** The middleware, with its counters. */
@@ -114,7 +123,7 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
   }
   const clock = options.clock ?? Date.now;
   const onDropped = options.onDropped ?? ((error: unknown, requestId: string) => console.warn(`isostore: usage event ${requestId} dropped:`, error));
-  const counters: UsageCounters = { appended: 0, dropped: 0, refused: 0 };
+  const counters: UsageCounters = { appended: 0, dropped: 0, refused: 0, duplicates: 0 };
 
   const middleware: MiddlewareHandler<{ Variables: UsageVariables<U> }> = async (c, next) => {
     const acceptedAt = clock();
@@ -130,7 +139,7 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
     const usage = reported as { value: U } | null;
     if (usage === null || c.error) return;
 
-    let append: () => Promise<unknown>;
+    let append: () => Promise<AppendResult>;
     try {
       const shape = options.toRecord(usage.value, c);
       if (shape === null) return;
@@ -146,8 +155,17 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
 
     if (options.mode === "billing_grade") {
       try {
-        await append();
+        const result = await append();
         counters.appended += 1;
+        if (result.status === "already_present") {
+          counters.duplicates += 1;
+          const duplicate = new ApiError("duplicate_request", `request ${requestId} was already served and billed; a request id is served once: send a new one (or none) to be served again`);
+          const { status, headers, body } = errorAnswer(duplicate);
+          c.res = new Response(JSON.stringify({ error: { ...body.error, requestId } }), {
+            status,
+            headers: { ...headers, "content-type": "application/json; charset=utf-8", "x-request-id": requestId },
+          });
+        }
       } catch (error) {
         counters.refused += 1;
         // Anything but a journal error (a throwing toRecord, a journal breaking its contract) is a bug: a retry will not fix it.

@@ -68,7 +68,7 @@ describe("usageJournal middleware", () => {
     expect(await response.json()).toEqual({ ok: true, requestId: id });
     const [delivery] = await journal.claim(billing, { maxEvents: 10, leaseMs: 1000, now: Date.now() });
     expect(delivery?.event.record).toEqual({ requestId: id, namespace: "acme", subject: "u1", data: { tokens: 42 } });
-    expect(counters).toEqual({ appended: 1, dropped: 0, refused: 0 });
+    expect(counters).toEqual({ appended: 1, dropped: 0, refused: 0, duplicates: 0 });
     expect((await app.request("/api/free")).status).toBe(200);
     expect((await journal.stats(billing)).inFlight + (await journal.stats(billing)).pending).toBe(1);
   });
@@ -83,12 +83,30 @@ describe("usageJournal middleware", () => {
     expect(((await failed.json()) as { error: { code: string; retryable: boolean } }).error).toMatchObject({ code: "backend", retryable: true });
     expect((await journal.stats(billing)).pending).toBe(0);
     behaviour.fail = false;
-    for (let i = 0; i < 2; i++) {
-      const retried = await app.request("/api/complete", { method: "POST", headers: { "x-request-id": id } });
-      expect([retried.status, retried.headers.get("x-request-id")]).toEqual([200, id]);
-    }
+    const retried = await app.request("/api/complete", { method: "POST", headers: { "x-request-id": id } });
+    expect([retried.status, retried.headers.get("x-request-id")]).toEqual([200, id]);
     expect((await journal.stats(billing)).pending).toBe(1);
-    expect(counters).toEqual({ appended: 2, dropped: 0, refused: 1 });
+    expect(counters).toEqual({ appended: 1, dropped: 0, refused: 1, duplicates: 0 });
+  });
+
+  it("billing_grade: a request id already served and billed is not served again (409 duplicate_request): one id cannot buy unlimited service", async () => {
+    const journal = billingJournal();
+    const { app, counters } = appWith(journal, "billing_grade");
+    const id = newRequestId();
+    const first = await app.request("/api/complete", { method: "POST", headers: { "x-request-id": id } });
+    expect(first.status).toBe(200);
+    for (let i = 0; i < 3; i++) {
+      const again = await app.request("/api/complete", { method: "POST", headers: { "x-request-id": id } });
+      expect([again.status, again.headers.get("retry-after"), again.headers.get("x-request-id")]).toEqual([409, null, id]);
+      const body = (await again.json()) as { ok?: boolean; error: { code: string; retryable: boolean; requestId: string } };
+      expect(body.ok).toBeUndefined(); // the handler's answer is dropped
+      expect(body.error).toMatchObject({ code: "duplicate_request", retryable: false, requestId: id });
+    }
+    expect((await journal.stats(billing)).pending).toBe(1); // billed once, served once
+    expect(counters).toEqual({ appended: 4, dropped: 0, refused: 0, duplicates: 3 });
+    // Without the header, each request is a new one: served and billed.
+    expect((await app.request("/api/complete", { method: "POST" })).status).toBe(200);
+    expect((await journal.stats(billing)).pending).toBe(2);
   });
 
   it("billing_grade: a conflict (the same request id with other usage) is 409, not retryable, and no Retry-After", async () => {
@@ -100,7 +118,7 @@ describe("usageJournal middleware", () => {
     expect([reused.status, reused.headers.get("retry-after"), reused.headers.get("x-request-id")]).toEqual([409, null, id]);
     const body = (await reused.json()) as { error: { code: string; retryable: boolean; requestId: string; fields: unknown } };
     expect(body.error).toMatchObject({ code: "conflict", retryable: false, requestId: id, fields: { key: id } });
-    expect(counters).toEqual({ appended: 1, dropped: 0, refused: 1 });
+    expect(counters).toEqual({ appended: 1, dropped: 0, refused: 1, duplicates: 0 });
   });
 
   it("billing_grade: usage that is not a valid event is a 4xx, not retryable", async () => {
@@ -143,7 +161,7 @@ describe("usageJournal middleware", () => {
     expect([answer.status, answer.headers.get("retry-after")]).toEqual([500, null]); // a misconfigured server: not the client's fault, not retryable
     expect(((await answer.json()) as { error: unknown }).error).toMatchObject({ code: "backend", retryable: false });
     expect((await telemetry.stats(billing)).pending).toBe(0); // not journaled, and the handler's response was not served
-    expect(counters).toEqual({ appended: 0, dropped: 0, refused: 1 });
+    expect(counters).toEqual({ appended: 0, dropped: 0, refused: 1, duplicates: 0 });
   });
 
   it("ignores an x-request-id that is not a UUIDv7 and mints one", async () => {
@@ -171,7 +189,7 @@ describe("usageJournal middleware", () => {
     delete behaviour.hang;
     expect((await app.request("/api/complete", { method: "POST" })).status).toBe(200);
     await new Promise((resolve) => setTimeout(resolve, 0));
-    expect(counters).toEqual({ appended: 1, dropped: 1, refused: 0 });
+    expect(counters).toEqual({ appended: 1, dropped: 1, refused: 0, duplicates: 0 });
     expect(dropped).toHaveLength(1);
   });
 });
