@@ -51,18 +51,23 @@ interface JournalSetting {
 
 const DEFAULT_JOURNALS: Record<string, JournalSetting> = { usage: { partitions: 1, consumers: ["billing"] } };
 
-function parseSetting<T>(name: string, text: string | undefined, fallback: T): T {
+/**
+ * Parse a JSON setting. For a `secret` one the parser's message is left out:
+ * it quotes the text around the fault, which may be part of a token.
+ */
+function parseSetting<T>(name: string, text: string | undefined, fallback: T, secret = false): T {
   if (text === undefined || text.trim() === "") return fallback;
   try {
     return JSON.parse(text) as T;
   } catch (error) {
-    throw new Error(`${name} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`);
+    const detail = secret ? " (the parser's message is not repeated: it may quote the secret)" : `: ${error instanceof Error ? error.message : String(error)}`;
+    throw new Error(`${name} is not valid JSON${detail}`);
   }
 }
 
 /** Build the app from the Worker's env (once per isolate: bindings and settings do not change within one). */
 export function appFromEnv(env: IsostoreWorkerEnv): { fetch(request: Request): Response | Promise<Response> } {
-  const tokens = checkTokens(parseSetting<unknown>("ISOSTORE_TOKENS", env.ISOSTORE_TOKENS, []));
+  const tokens = checkTokens(parseSetting<unknown>("ISOSTORE_TOKENS", env.ISOSTORE_TOKENS, [], true));
   const settings = parseSetting<Record<string, JournalSetting>>("ISOSTORE_JOURNALS", env.ISOSTORE_JOURNALS, DEFAULT_JOURNALS);
   if (settings === null || typeof settings !== "object" || Array.isArray(settings)) throw new Error("ISOSTORE_JOURNALS must be a JSON object of journal name -> settings");
   // Durable Object stubs belong to the request that made them, so each request gets its own
@@ -109,7 +114,8 @@ export default {
       }
     }
     if ("error" in built) {
-      const body = { error: { code: "misconfigured", message: `the worker is misconfigured: ${built.error.message}`, retryable: false } };
+      // Answered before any authentication, so to anyone: the detail is in the worker's log only.
+      const body = { error: { code: "misconfigured", message: "the worker is misconfigured; its log says how", retryable: false } };
       return new Response(JSON.stringify(body), { status: 500, headers: { "content-type": "application/json; charset=utf-8" } });
     }
     return built.app.fetch(request);

@@ -179,6 +179,22 @@ describe("HTTP store routes over StoreObjects", () => {
     const get = await app.fetch(new Request(`http://isostore.test${store}/kv/k`, { headers: { authorization: `Bearer ${TOKEN}` } }));
     expect((await get.json<{ value: string }>()).value).toBe(b64("x"));
   });
+
+  it("a token setting that is not valid JSON is refused without quoting any of it (the parser's message would)", () => {
+    const secret = "prod-Zq8v3-do-not-echo";
+    const broken = `[{"name":"ops","token":${secret},"scopes":["operate"]}]`; // the token left unquoted
+    expect(() => JSON.parse(broken) as unknown).toThrow(/prod|Zq8v3|Unexpected/); // what the parser says could quote it
+    let message = "";
+    try {
+      appFromEnv({ PARTITIONS: env.PARTITIONS, STORES: env.STORES, ISOSTORE_TOKENS: broken });
+    } catch (error) {
+      message = error instanceof Error ? error.message : String(error);
+    }
+    expect(message).toMatch(/^ISOSTORE_TOKENS is not valid JSON/);
+    for (const fragment of ["prod", "Zq8v3", "echo", "ops"]) expect(message).not.toContain(fragment);
+    // A setting that is no secret keeps the parser's message, for whoever reads the log.
+    expect(() => appFromEnv({ PARTITIONS: env.PARTITIONS, STORES: env.STORES, ISOSTORE_JOURNALS: "{usage:" })).toThrow(/^ISOSTORE_JOURNALS is not valid JSON: ./);
+  });
 });
 
 describe("StoreObjectClient", () => {
