@@ -227,7 +227,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       if (error.status === 400) return errorResponse(new ApiError("invalid_json", "the body is not valid JSON"));
       return errorResponse(new ApiError("invalid_request", error.message));
     }
-    if (!(error instanceof ApiError) && !(error instanceof Error && "code" in error)) console.error("isostore worker:", error);
+    // A server fault (an untyped error, a `backend` failure) is logged with an id by errorAnswer, and answered with the id only.
     return errorResponse(error);
   });
 

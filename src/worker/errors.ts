@@ -129,8 +129,42 @@ export interface ErrorBody {
   };
 }
 
-/** Status, headers and body of the answer to a thrown error. */
+/**
+ * Whether an error is a failure of the server's own storage or code (a
+ * `backend` journal or storage error, or anything untyped): its message may
+ * carry internals (SQL, paths, engine states), so it is logged, not answered.
+ */
+export function isServerFault(error: unknown): boolean {
+  if (error instanceof ApiError) return error.code === "internal";
+  if (error instanceof JournalError || error instanceof StorageError) return error.code === "backend";
+  return true;
+}
+
+/** A short id naming one logged failure, for the answer to point at the log line. */
+function failureId(): string {
+  return globalThis.crypto.randomUUID().slice(0, 8);
+}
+
+/**
+ * Log a server fault with an id, and return the message to answer in its
+ * place: its kind and the id, no internals (the caller may be any token
+ * holder, a browser's user for one).
+ */
+export function reportServerFault(error: unknown, what: string): string {
+  const id = failureId();
+  console.error(`isostore worker: ${what} failed [${id}]:`, error);
+  return `${what} failed on the server (see the worker's log, error ${id})`;
+}
+
+/** Status, headers and body of the answer to a thrown error. A server fault is logged and answered without its message. */
 export function errorAnswer(error: unknown): { status: number; headers: Record<string, string>; body: ErrorBody } {
+  const answer = typedAnswer(error);
+  if (!isServerFault(error)) return answer;
+  const what = error instanceof StorageError ? "the store's storage" : error instanceof JournalError ? "the journal's storage" : "the request";
+  return { ...answer, body: { error: { ...answer.body.error, message: reportServerFault(error, what) } } };
+}
+
+function typedAnswer(error: unknown): { status: number; headers: Record<string, string>; body: ErrorBody } {
   if (error instanceof ApiError) {
     const fields = error.argument === undefined ? {} : { fields: { argument: error.argument } };
     return { status: error.status, headers: {}, body: { error: { code: error.code, message: error.message, retryable: false, ...fields } } };
@@ -154,6 +188,6 @@ export function errorAnswer(error: unknown): { status: number; headers: Record<s
   return {
     status: 500,
     headers: {},
-    body: { error: { code: "internal", message: "internal error (see the worker's log)", retryable: false } },
+    body: { error: { code: "internal", message: "internal error", retryable: false } },
   };
 }

@@ -172,8 +172,9 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
         const refusal =
           error instanceof JournalError ? error : new BackendError(error instanceof Error ? error.message : String(error), { cause: error, retryable: false });
         // The worker API's one mapping of codes to statuses (and Retry-After on a 503), the error's own `retryable`.
+        // A server fault's own message stays in the log (errorAnswer logs it): the answer says which failure it was.
         const { status, headers, body } = errorAnswer(refusal);
-        const message = `the request's usage could not be journaled, so it was not served (${error instanceof Error ? error.message : String(error)})`;
+        const message = `the request's usage could not be journaled, so it was not served (${body.error.message})`;
         c.res = new Response(JSON.stringify({ error: { ...body.error, message, requestId } }), {
           status,
           headers: { ...headers, "content-type": "application/json; charset=utf-8", "x-request-id": requestId },
