@@ -662,40 +662,48 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     );
   }
 
+  /**
+   * The request ids a filter selects, up to `max`, in the journal's listing order; `more` says the
+   * filter selects more than that. What a bulk dry run answers and a filter-based real run acts on.
+   */
+  async function selectQuarantined(target: UsageJournal, consumer: ConsumerId, filter: Filter, max: number): Promise<{ requestIds: string[]; more: boolean }> {
+    const requestIds: string[] = [];
+    for await (const page of quarantinedPages(target, consumer, filter, 500)) {
+      for (const item of page) {
+        if (requestIds.length === max) return { requestIds, more: true };
+        requestIds.push(item.event.id);
+      }
+    }
+    return { requestIds, more: false };
+  }
+
   remember("post", "/v1/journals/{journal}/consumers/{consumer}/quarantined/bulk");
   app.openapi(
     createRoute({
       method: "post",
       path: "/v1/journals/{journal}/consumers/{consumer}/quarantined/bulk",
-      summary: "Release or discard every quarantined event of a filter (dry run first)",
+      summary: "Release or discard the quarantined events a dry run selected",
       description:
-        "Collects up to `max` (default 1000) matching events, then, unless `dryRun`, applies the action to each in the journal's listing order (position order for one journal; see docs/http-api.md for a partitioned one). `matched` counts what the filter selected; `more` says the filter selects more than `max`. Needs `operate`.",
+        "A dry run (`dryRun: true`) collects up to `max` (default 1000) events of the filter and answers their `requestIds` with `matched`; `more` says the filter selects more than `max`. Its confirmation sends those `requestIds` back (with `dryRun: false` and no filter): exactly those events are acted on, in that order, each still quarantined for the consumer; one released or discarded since (by another operator) is reported in `failed` as `not_quarantined`, never replaced by an event that arrived after the dry run. A real run may instead send the filter (the older form): it selects again when it runs, so it acts on whatever matches by then, not on what the dry run counted; `max` bounds only how many. The action applies in the journal's listing order (position order for one journal; see docs/http-api.md for a partitioned one). Needs `operate`.",
       security,
       request: { params: s.ConsumerParamsSchema, ...body(s.BulkBodySchema) },
-      responses: ok(s.BulkAnswerSchema, "counts"),
+      responses: ok(s.BulkAnswerSchema, "the selection and what was done"),
     }),
     async (c) => {
       const principal = need(c, "operate");
       const { journal, consumer } = c.req.valid("param");
-      const { action, dryRun, max = 1000, now, ...filter } = c.req.valid("json");
+      const { action, dryRun, max = 1000, now, requestIds: confirmed, ...filter } = c.req.valid("json");
       const target = journalOf(c, journal).journal;
       const id = parseConsumerId(consumer);
-      const selected: string[] = [];
-      let more = false;
-      collect: for await (const page of quarantinedPages(target, id, filter, 500)) {
-        for (const item of page) {
-          if (selected.length === max) {
-            more = true;
-            break collect;
-          }
-          selected.push(item.event.id);
-        }
-      }
+      // The confirmed ids, when sent, are the selection: the filter is not read again, so nothing that
+      // arrived since the dry run can take the place of an event resolved elsewhere in the meantime.
+      const { requestIds, more } = confirmed === undefined ? await selectQuarantined(target, id, filter, max) : { requestIds: confirmed, more: false };
       let applied = 0;
       const failed: { requestId: string; error: ReturnType<typeof encodeError> }[] = [];
       if (!dryRun) {
         const at = now ?? clock();
-        for (const requestId of selected) {
+        for (const requestId of requestIds) {
+          // The journal checks each id (a UUIDv7, quarantined for this consumer) and refuses it alone.
           try {
             await target[action](id, requestId, { now: at, ...actorOf(principal, undefined) });
             applied += 1;
@@ -704,7 +712,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
           }
         }
       }
-      return c.json({ matched: selected.length, more, applied, failed } as never, 200);
+      return c.json({ matched: requestIds.length, more, requestIds, applied, failed } as never, 200);
     },
   );
 

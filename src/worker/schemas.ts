@@ -8,7 +8,8 @@
  * of the batch routes are the exception: there the fields the journal checks
  * itself are bounded by type and length only, so that the journal rejects a
  * bad item in place, as a local `appendBatch` / `ackBatch` does, instead of
- * the schema refusing the whole batch.
+ * the schema refusing the whole batch. The `requestIds` of a bulk action are
+ * such items too.
  */
 import { z } from "@hono/zod-openapi";
 import { MAX_CONSUMER_ID_LENGTH, MAX_ORDERING_PART_LENGTH } from "../journal/event.js";
@@ -232,20 +233,50 @@ export const OperatorBodySchema = z.strictObject({
   now: epochMs.optional(),
   actor: z.string().max(200).optional().openapi({ description: "who acts; recorded only when the worker trusts callers to say (`auditActor: \"caller\"`)" }),
 });
-export const BulkBodySchema = z.strictObject({
-  action: z.enum(["release", "discard"]),
-  dryRun: z.boolean(),
-  query: z.string().max(200).optional(),
-  reason: PoisonReasonSchema.optional(),
-  key: z.string().min(3).max(2 * MAX_ORDERING_PART_LENGTH + 1).optional(),
-  max: z.number().int().min(1).max(MAX_BULK).optional(),
-  now: epochMs.optional(),
-});
+/**
+ * The body of the bulk route. A dry run selects by the filter (up to `max`)
+ * and answers the selected ids; the confirmation sends those ids back as
+ * `requestIds`, so the real run acts on exactly the events the operator was
+ * shown and never on events that arrived since. A real run may still select by
+ * the filter instead (the older form), racing whatever changed since its dry
+ * run. The ids are a batch's items: each is checked by the journal, which
+ * rejects a bad one in place (see {@link MAX_ITEM_TEXT}).
+ */
+export const BulkBodySchema = z
+  .strictObject({
+    action: z.enum(["release", "discard"]),
+    dryRun: z.boolean(),
+    query: z.string().max(200).optional(),
+    reason: PoisonReasonSchema.optional(),
+    key: z.string().min(3).max(2 * MAX_ORDERING_PART_LENGTH + 1).optional(),
+    max: z.number().int().min(1).max(MAX_BULK).optional(),
+    requestIds: z
+      .array(itemText("a UUIDv7 request id, as a dry run answered it"))
+      .max(MAX_BULK)
+      .optional()
+      .openapi({
+        description: `the events to act on, as the dry run answered them (at most ${MAX_BULK}): only these are acted on, in this order, and one no longer quarantined for the consumer is reported in \`failed\` (\`not_quarantined\`), never replaced by another. Only with \`dryRun: false\` and without \`query\`, \`reason\`, \`key\` and \`max\``,
+      }),
+    now: epochMs.optional(),
+  })
+  .superRefine((body, context) => {
+    if (body.requestIds === undefined) return;
+    if (body.dryRun) context.addIssue({ code: "custom", path: ["dryRun"], message: "`requestIds` confirms a dry run, so it needs `dryRun: false`" });
+    // The ids replace the filter: with both, it would be unclear which one selects.
+    for (const field of ["query", "reason", "key", "max"] as const) {
+      if (body[field] !== undefined) context.addIssue({ code: "custom", path: [field], message: "selects by filter, and `requestIds` selects the events itself: send one or the other" });
+    }
+  });
 export const BulkAnswerSchema = z.object({
-  matched: z.number().int(),
-  more: z.boolean().openapi({ description: "the filter selects more than `max`" }),
+  matched: z.number().int().openapi({ description: "how many events the filter selected (up to `max`), or how many `requestIds` were sent" }),
+  more: z.boolean().openapi({ description: "the filter selects more than `max` (always false with `requestIds`)" }),
+  requestIds: z.array(z.string()).openapi({
+    description: "the selected events, in the order the action visits them: after a dry run, what its confirmation sends as `requestIds`; with `requestIds`, those sent",
+  }),
   applied: z.number().int(),
-  failed: z.array(z.object({ requestId: z.string(), error: WireErrorSchema })),
+  failed: z
+    .array(z.object({ requestId: z.string(), error: WireErrorSchema }))
+    .openapi({ description: "the events not acted on, each with the journal's error (`not_quarantined`: released or discarded since, by someone else)" }),
 });
 
 export const AuditQuerySchema = z.strictObject({ limit: limit.optional(), after: cursor.optional(), requestId: RequestIdSchema.optional() });

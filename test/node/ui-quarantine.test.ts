@@ -3,7 +3,9 @@
  * worker on a free port: events are seeded and quarantined through the HTTP
  * API, then an operator signs in, reads the counts, filters, inspects,
  * releases (and the release is seen in the next claim, in its key's order),
- * discards, bulk-releases after a dry-run count, and exports NDJSON. Around
+ * discards, bulk-releases after a dry-run count (acting on the counted events
+ * only, though another operator resolves one and a new one is quarantined
+ * before the confirmation), and exports NDJSON. Around
  * that: script payloads in records stay text and run nothing, a cross-site
  * form cannot release an event, and a missing, wrong or under-scoped token
  * brings the sign-in screen back.
@@ -315,18 +317,46 @@ describe("quarantine review page (web/) in Chromium against the worker", () => {
     expect(audit.items).toMatchObject([{ action: "discard", requestId: ids.toDiscard, actor: "ops" }]);
     await page.getByRole("button", { name: "← Back to the list" }).click();
 
-    // --- bulk release of a filter: the dry-run count, then the real run
+    // --- bulk release of a filter: the dry-run count, then the real run on the counted events only. While the
+    // dialog is open, another operator discards one of them and a new event is quarantined under the filter:
+    // the confirmation sends the dry run's ids, so it skips the first and leaves the second alone.
     await applyFilter({ reason: "attempts_exhausted" });
     expect(await rows.count()).toBe(3);
-    await page.getByRole("button", { name: "Release all matching…" }).click();
+    const bulkBodies: unknown[] = [];
+    const onBulk = (request: { url(): string; postDataJSON(): unknown }) => {
+      if (new URL(request.url()).pathname.endsWith("/quarantined/bulk")) bulkBodies.push(request.postDataJSON());
+    };
+    page.on("request", onBulk);
+    const [dryAnswer] = await Promise.all([
+      page.waitForResponse((response) => new URL(response.url()).pathname.endsWith("/quarantined/bulk")),
+      page.getByRole("button", { name: "Release all matching…" }).click(),
+    ]);
+    const dryRun = (await dryAnswer.json()) as { matched: number; requestIds: string[] };
+    expect([...dryRun.requestIds].sort()).toEqual([...ids.bulk].sort());
     await dialog.waitFor();
     expect(await dialog.locator(".bulk-count").textContent()).toBe("3");
+    await call(base, "POST", `${list}/${ids.bulk[0]}/discard`, {});
+    const late = requestId();
+    await call(base, "POST", `/journals/${journal}/append`, { event: { record: { requestId: late, namespace: "bulk", subject: "b-late", data: { tokens: 9 } }, observedAt: Date.now() } });
+    const lateClaim = await call<{ deliveries: Delivery[] }>(base, "POST", `/journals/${journal}/claim`, { consumer: CONSUMER, maxEvents: 100, leaseMs: 60_000 });
+    const lateDelivery = lateClaim.deliveries.find((delivery) => delivery.event.id === late);
+    expect(lateDelivery).toBeDefined();
+    await call(base, "POST", `/journals/${journal}/quarantine`, { delivery: lateDelivery!.id, reason: "attempts_exhausted" });
     await dialog.getByRole("button", { name: "Release 3" }).click();
-    await page.locator(".bulk-result.success").waitFor();
-    expect(await page.locator(".bulk-result").textContent()).toContain("Released 3 of 3");
-    await page.locator(".results .empty").waitFor();
+    await expect.poll(() => page.locator(".bulk-result").textContent()).toContain("Released 2 of the 3 events the dry run counted. Skipped 1");
+    page.off("request", onBulk);
+    expect(bulkBodies).toEqual([
+      { action: "release", dryRun: true, reason: "attempts_exhausted" },
+      { action: "release", dryRun: false, requestIds: dryRun.requestIds },
+    ]);
+    expect(await page.locator(".bulk-result .bulk-skipped").textContent()).toContain(ids.bulk[0]);
+    expect(await page.locator(".bulk-result .bulk-failed").count()).toBe(0);
+    await expect.poll(() => rows.count()).toBe(1);
+    expect(await pageIds()).toEqual([late]);
     const left = await call<{ items: { event: { id: string } }[] }>(base, "GET", list);
-    expect(left.items.map((item) => item.event.id).sort()).toEqual([ids.xss, ids.malformed].sort());
+    expect(left.items.map((item) => item.event.id).sort()).toEqual([ids.xss, ids.malformed, late].sort());
+    const lateAudit = await call<{ items: unknown[] }>(base, "GET", `/journals/${journal}/audit?requestId=${late}`);
+    expect(lateAudit.items).toEqual([]);
 
     // --- export of the current filter (none): NDJSON with attempt histories, as a download
     await applyFilter({});
@@ -336,9 +366,9 @@ describe("quarantine review page (web/) in Chromium against the worker", () => {
       .split("\n")
       .filter((line) => line.trim() !== "")
       .map((line) => JSON.parse(line) as { event: { id: string }; attempts: unknown[]; reason: string });
-    expect(exported.map((item) => item.event.id).sort()).toEqual([ids.xss, ids.malformed].sort());
+    expect(exported.map((item) => item.event.id).sort()).toEqual([ids.xss, ids.malformed, late].sort());
     expect(exported.find((item) => item.event.id === ids.xss)?.attempts).toHaveLength(2);
-    await expect.poll(() => quarantinedCard.textContent(), { timeout: 10_000 }).toBe("2");
+    await expect.poll(() => quarantinedCard.textContent(), { timeout: 10_000 }).toBe("3");
 
     // --- a cross-site form POST to the release route (the JSON-in-text/plain trick) is refused
     const attacker = await context.newPage();

@@ -11,7 +11,7 @@ import { memoryEngine } from "../../adapters/memory/index.js";
 import { HttpJournal, type FetchLike } from "../../src/http/index.js";
 import { createJournal, createUsageEvent, parseConsumerId, type Capacity, type DeliveryId, type UsageJournal } from "../../src/index.js";
 import { encodeAcks, encodeBatch } from "../../src/journal/wire.js";
-import { createApp, type AppOptions } from "../../src/worker/index.js";
+import { MAX_BULK, MAX_ITEM_TEXT, createApp, type AppOptions } from "../../src/worker/index.js";
 
 const OPS = "operator-token-0123456789";
 const CONSUME = "consumer-token-0123456789";
@@ -259,7 +259,7 @@ describe("operator routes", () => {
     expect((byKey.json["items"] as { event: { id: string } }[]).map((item) => item.event.id)).toEqual([rid(4)]);
 
     const dry = await call("POST", "/v1/journals/usage/consumers/billing/quarantined/bulk", { body: { action: "release", dryRun: true, reason: "malformed" } });
-    expect(dry.json).toMatchObject({ matched: 3, applied: 0, more: false });
+    expect(dry.json).toMatchObject({ matched: 3, requestIds: [rid(1), rid(3), rid(5)], applied: 0, more: false });
     expect((await journal.stats(billing)).quarantined).toBe(6);
     const applied = await call("POST", "/v1/journals/usage/consumers/billing/quarantined/bulk", { body: { action: "release", dryRun: false, reason: "malformed", actor: "mallory" } });
     expect(applied.status).toBe(400); // `actor` is not a bulk field: the token names the actor
@@ -277,6 +277,67 @@ describe("operator routes", () => {
     const lines = exported.text.trim().split("\n").map((line) => JSON.parse(line) as { event: { id: string }; attempts: unknown[] });
     expect(lines.map((line) => line.event.id)).toEqual([rid(4), rid(6)]);
     expect(lines.every((line) => line.attempts.length === 1)).toBe(true);
+  });
+
+  it("a bulk confirmation with the dry run's requestIds acts on those only: an event resolved elsewhere is reported, never replaced by a newer one", async () => {
+    const { call, journal } = setup();
+    const bulk = "/v1/journals/usage/consumers/billing/quarantined/bulk";
+    await quarantined(journal, 3, ["rejected"]);
+    const dry = await call("POST", bulk, { body: { action: "discard", dryRun: true, reason: "rejected" } });
+    expect(dry.json).toEqual({ matched: 3, more: false, requestIds: [rid(1), rid(2), rid(3)], applied: 0, failed: [] });
+
+    // Before the operator confirms, another operator releases 1 and 2, and 4 and 5 get quarantined.
+    for (const n of [1, 2]) expect((await call("POST", `/v1/journals/usage/consumers/billing/quarantined/${rid(n)}/release`, { body: {} })).status).toBe(200);
+    for (const n of [4, 5]) await journal.append(createUsageEvent(event(n)));
+    const claimed = await journal.claim(billing, { maxEvents: 10, leaseMs: 60_000, now: t0 });
+    for (const delivery of claimed) if (delivery.id.event === rid(4) || delivery.id.event === rid(5)) await journal.quarantine(delivery.id, "rejected");
+    // The filter now selects 3, 4, 5: a filter-based run bounded by `max: 3` would discard 4 and 5.
+    expect((await call("POST", bulk, { body: { action: "discard", dryRun: true, reason: "rejected" } })).json["requestIds"]).toEqual([rid(3), rid(4), rid(5)]);
+
+    const done = await call("POST", bulk, { body: { action: "discard", dryRun: false, requestIds: dry.json["requestIds"] } });
+    expect(done.status).toBe(200);
+    const left = await call("GET", "/v1/journals/usage/consumers/billing/quarantined");
+    expect((left.json["items"] as { event: { id: string } }[]).map((item) => item.event.id)).toEqual([rid(4), rid(5)]);
+    const audit = await call("GET", "/v1/journals/usage/audit");
+    expect((audit.json["items"] as { action: string; requestId: string }[]).map((entry) => `${entry.action} ${entry.requestId}`)).toEqual([
+      `release ${rid(1)}`,
+      `release ${rid(2)}`,
+      `discard ${rid(3)}`,
+    ]);
+    // The answer says what happened to each event sent: 3 discarded, 1 and 2 skipped as no longer quarantined.
+    expect(done.json).toMatchObject({ matched: 3, more: false, requestIds: [rid(1), rid(2), rid(3)], applied: 1 });
+    expect(done.json["failed"]).toMatchObject([
+      { requestId: rid(1), error: { code: "not_quarantined", name: "NotQuarantinedError" } },
+      { requestId: rid(2), error: { code: "not_quarantined", name: "NotQuarantinedError" } },
+    ]);
+  });
+
+  it("takes requestIds only to confirm: not with a dry run or a filter, at most MAX_BULK; a bad id fails alone, with the journal's error", async () => {
+    const { call, journal } = setup();
+    const bulk = "/v1/journals/usage/consumers/billing/quarantined/bulk";
+    await quarantined(journal, 2, ["malformed"]);
+    const refused = [
+      { action: "release", dryRun: true, requestIds: [rid(1)] },
+      { action: "release", dryRun: false, requestIds: [rid(1)], reason: "malformed" },
+      { action: "release", dryRun: false, requestIds: [rid(1)], query: "acme" },
+      { action: "release", dryRun: false, requestIds: [rid(1)], key: "acme/user-2" },
+      { action: "release", dryRun: false, requestIds: [rid(1)], max: 1 },
+      { action: "release", dryRun: false, requestIds: Array.from({ length: MAX_BULK + 1 }, (_, n) => rid(n + 1)) },
+      { action: "release", dryRun: false, requestIds: ["x".repeat(MAX_ITEM_TEXT + 1)] },
+    ];
+    for (const body of refused) {
+      const answer = await call("POST", bulk, { body });
+      expect([answer.status, answer.json.error?.code], JSON.stringify(body).slice(0, 120)).toEqual([400, "invalid_request"]);
+    }
+    expect((await journal.stats(billing)).quarantined).toBe(2);
+
+    // As the journal checks a request id: `Not-A-Uuid` fails in place, the others are acted on, in the order sent.
+    const done = await call("POST", bulk, { body: { action: "release", dryRun: false, requestIds: [rid(2), "Not-A-Uuid", rid(1)] } });
+    expect(done.json).toMatchObject({ matched: 3, requestIds: [rid(2), "Not-A-Uuid", rid(1)], applied: 2 });
+    expect(done.json["failed"]).toMatchObject([{ requestId: "Not-A-Uuid", error: { code: "invalid_argument", fields: { argument: "requestId" } } }]);
+    expect((await journal.stats(billing)).quarantined).toBe(0);
+    // An empty confirmation acts on nothing.
+    expect((await call("POST", bulk, { body: { action: "discard", dryRun: false, requestIds: [] } })).json).toEqual({ matched: 0, more: false, requestIds: [], applied: 0, failed: [] });
   });
 
   it("exports to the end when a later page of the journal's query holds nothing the exact filter keeps", async () => {

@@ -30,13 +30,25 @@ export interface QuarantineFilter {
 
 /** The answer of `POST .../quarantined/bulk`. */
 export interface BulkResult {
-  /** How many events the filter selected, up to `max`. */
+  /** How many events the filter selected (up to `max`), or how many `requestIds` were sent. */
   readonly matched: number;
   /** The filter selects more than `max` (1000 by default). */
   readonly more: boolean;
+  /** The selected events: after a dry run, the ids its confirmation sends back. */
+  readonly requestIds: readonly string[];
   readonly applied: number;
+  /** Events not acted on, each with the journal's error; `not_quarantined` means resolved elsewhere since the dry run. */
   readonly failed: readonly { readonly requestId: string; readonly error: unknown }[];
 }
+
+/**
+ * One call of the bulk route: a dry run of a filter, or the confirmation of
+ * one, which sends the ids the dry run answered so that exactly the events the
+ * operator saw counted are acted on (never events quarantined since).
+ */
+export type BulkRequest =
+  | { readonly action: "release" | "discard"; readonly dryRun: true; readonly filter: QuarantineFilter; readonly max?: number }
+  | { readonly action: "release" | "discard"; readonly dryRun: false; readonly requestIds: readonly string[] };
 
 /** An answer the API refused, with the error `code` of its JSON body when there is one. */
 export class ApiError extends Error {
@@ -114,20 +126,21 @@ export class OperatorApi {
   }
 
   /**
-   * Release or discard everything matching `filter`. With `dryRun` nothing
-   * changes and `matched` is the count; `max` bounds how many are acted on.
+   * Count, or act on, quarantined events in bulk. A dry run changes nothing and
+   * answers the ids `filter` selects (up to `max`); its confirmation passes those
+   * ids and acts on them alone, reporting any resolved since in `failed`.
    */
-  bulk(
-    journal: string,
-    consumer: string,
-    options: { readonly action: "release" | "discard"; readonly dryRun: boolean; readonly filter: QuarantineFilter; readonly max?: number },
-  ): Promise<BulkResult> {
-    const { query, reason, key } = options.filter;
-    const body: Record<string, unknown> = { action: options.action, dryRun: options.dryRun };
-    if (query) body["query"] = query;
-    if (reason) body["reason"] = reason;
-    if (key) body["key"] = key;
-    if (options.max !== undefined) body["max"] = options.max;
+  bulk(journal: string, consumer: string, request: BulkRequest): Promise<BulkResult> {
+    const body: Record<string, unknown> = { action: request.action, dryRun: request.dryRun };
+    if (request.dryRun) {
+      const { query, reason, key } = request.filter;
+      if (query) body["query"] = query;
+      if (reason) body["reason"] = reason;
+      if (key) body["key"] = key;
+      if (request.max !== undefined) body["max"] = request.max;
+    } else {
+      body["requestIds"] = request.requestIds;
+    }
     return this.#json("POST", `${consumerPath(journal, consumer)}/quarantined/bulk`, { body });
   }
 

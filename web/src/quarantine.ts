@@ -1,8 +1,8 @@
 /**
  * Quarantine review of one consumer: the filtered, paged list (newest
- * first), bulk release/discard of the current filter (a dry-run
- * count, then a confirmation), NDJSON export of the current filter, and the
- * inspect view of one event.
+ * first), bulk release/discard of the current filter (a dry-run count, then
+ * a confirmation that acts on the counted events only), NDJSON export of the
+ * current filter, and the inspect view of one event.
  */
 import type { PoisonReason, QuarantinedEvent } from "../../src/journal/types.js";
 import { AuthError, describeError, type OperatorApi, type QuarantineFilter } from "./api.js";
@@ -229,20 +229,27 @@ export class QuarantineReview {
     return parts.length === 0 ? "no filter: every quarantined event of this consumer" : parts.join(", ");
   }
 
+  /**
+   * Bulk release/discard of the current filter: a dry run counts the matching
+   * events and answers their ids; after the operator confirms, exactly those ids
+   * are sent back, so events quarantined meanwhile are never acted on unseen.
+   * Counted events resolved elsewhere meanwhile come back as skipped.
+   */
   async #bulk(action: "release" | "discard"): Promise<void> {
     const { api, selection, announce } = this.#options;
     const filter = this.#filter;
     const verb = action === "release" ? "Release" : "Discard";
     this.#showBulk("info", `Counting the events that match (${this.#filterText()})…`);
-    let matched: number;
+    let requestIds: readonly string[];
     let more: boolean;
     try {
-      ({ matched, more } = await api.bulk(selection.journal, selection.consumer, { action, dryRun: true, filter }));
+      ({ requestIds, more } = await api.bulk(selection.journal, selection.consumer, { action, dryRun: true, filter }));
     } catch (error) {
       if (error instanceof AuthError) return this.#options.onAuthError(error);
       this.#showBulk("error", `The dry run failed: ${describeError(error)}`);
       return;
     }
+    const matched = requestIds.length;
     if (matched === 0) {
       this.#showBulk("info", `Dry run: no quarantined event matches (${this.#filterText()}); nothing to ${action}.`);
       return;
@@ -259,7 +266,7 @@ export class QuarantineReview {
           action === "release"
             ? "Each goes back on its ordering key at its original position, with a fresh attempt budget."
             : "Each is resolved as handled without being delivered; this cannot be undone.",
-          ` At most ${formatCount(matched)} will be acted on, even if more match by then. Every action is recorded in the audit log.`,
+          ` Only ${matched === 1 ? "this event is" : `these ${formatCount(matched)} events are`} acted on: one resolved elsewhere before you confirm is skipped, and events quarantined since are left alone. Every action is recorded in the audit log.`,
         ),
       ],
       confirmLabel: `${verb} ${formatCount(matched)}`,
@@ -270,12 +277,18 @@ export class QuarantineReview {
       return;
     }
     try {
-      const result = await api.bulk(selection.journal, selection.consumer, { action, dryRun: false, filter, max: matched });
-      const done = `${action === "release" ? "Released" : "Discarded"} ${formatCount(result.applied)} of ${formatCount(result.matched)} matching event${result.matched === 1 ? "" : "s"}.`;
+      const result = await api.bulk(selection.journal, selection.consumer, { action, dryRun: false, requestIds });
+      const skipped = result.failed.filter((failure) => errorCode(failure.error) === "not_quarantined");
+      const failed = result.failed.filter((failure) => errorCode(failure.error) !== "not_quarantined");
+      const done =
+        `${action === "release" ? "Released" : "Discarded"} ${formatCount(result.applied)} of the ${formatCount(result.matched)} event${result.matched === 1 ? "" : "s"} the dry run counted.` +
+        (skipped.length ? ` Skipped ${formatCount(skipped.length)} no longer quarantined (resolved elsewhere since the dry run).` : "") +
+        (failed.length ? ` ${formatCount(failed.length)} failed.` : "");
       this.#showBulk(
-        result.failed.length ? "error" : "success",
+        failed.length ? "error" : skipped.length ? "info" : "success",
         done,
-        result.failed.length ? el("ul", {}, ...result.failed.map((failure) => el("li", {}, el("code", {}, failure.requestId), ": ", failureText(failure.error)))) : null,
+        skipped.length ? el("ul", { class: "bulk-skipped", "aria-label": "Skipped events" }, ...skipped.map((skip) => el("li", {}, el("code", {}, skip.requestId), ": skipped, no longer quarantined"))) : null,
+        failed.length ? el("ul", { class: "bulk-failed", "aria-label": "Failed events" }, ...failed.map((failure) => el("li", {}, el("code", {}, failure.requestId), ": ", failureText(failure.error)))) : null,
       );
       announce(done);
     } catch (error) {
@@ -318,6 +331,11 @@ export class QuarantineReview {
     this.#showBulk("success", message);
     announce(message);
   }
+}
+
+/** The journal error code of a bulk failure, when it has one. */
+function errorCode(error: unknown): string | undefined {
+  return typeof error === "object" && error !== null && "code" in error && typeof error.code === "string" ? error.code : undefined;
 }
 
 function failureText(error: unknown): string {
