@@ -11,6 +11,7 @@
 import { JournalError, type JournalErrorCode } from "../journal/errors.js";
 import { encodeError } from "../journal/wire.js";
 import { StorageError } from "../storage/errors.js";
+import { randomBytes, toHex } from "../storage/web.js";
 import type { OrderedErrorCode } from "../storage/ordered/errors.js";
 import { encodeStorageError, storageRetryable } from "./stores.js";
 
@@ -142,7 +143,7 @@ export function isServerFault(error: unknown): boolean {
 
 /** A short id naming one logged failure, for the answer to point at the log line. */
 function failureId(): string {
-  return globalThis.crypto.randomUUID().slice(0, 8);
+  return toHex(randomBytes(4));
 }
 
 /**
