@@ -17,7 +17,7 @@ import { createUsageEvent, parseConsumerId } from "../journal/event.js";
 import type { ConsumerId, QuarantinedEvent, QuarantinePage, UsageJournal } from "../journal/types.js";
 import { encodeBatch, encodeError } from "../journal/wire.js";
 import { InvalidArgumentError, JournalError } from "../journal/errors.js";
-import { TokenMatcher, mayAppend, type Principal, type TokenConfig } from "./auth.js";
+import { TokenMatcher, mayAppend, usesJournals, type Principal, type TokenConfig } from "./auth.js";
 import { ApiError, errorAnswer } from "./errors.js";
 import * as s from "./schemas.js";
 import { MAX_STORE_BODY_BYTES, registerStoreRoutes, storeBodyKind } from "./store-routes.js";
@@ -362,12 +362,19 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     ),
   );
 
-  const info = (name: string, entry: ServedJournal) => ({
+  // Described to journal tokens only; the consumers a worker serves to those who consume or operate (a
+  // producer learns the capacity and mode, what HttpJournal needs).
+  const info = (name: string, entry: ServedJournal, principal: Principal) => ({
     name,
     capacity: entry.journal.capacity,
     mode: entry.journal.mode,
-    consumers: [...(entry.consumers ?? [])],
+    consumers: principal.scopes.has("operate") || principal.scopes.has("consume") ? [...(entry.consumers ?? [])] : [],
   });
+  const describer = (c: Context<AppEnv>): Principal => {
+    const principal = c.get("principal");
+    if (!usesJournals(principal)) throw new ApiError("forbidden", "this token has no journal scope (`append`, `consume` or `operate`)");
+    return principal;
+  };
 
   remember("get", "/v1/journals");
   app.openapi(
@@ -375,18 +382,31 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       method: "get",
       path: "/v1/journals",
       summary: "The journals served",
+      description: "Needs a journal scope (`append`, `append:<namespace>`, `consume` or `operate`); each journal's consumers are listed to `consume` and `operate` only.",
       security,
       responses: ok(s.JournalListSchema, "the journals"),
     }),
-    (c) => c.json({ journals: [...c.get("journals")].map(([name, entry]) => info(name, entry)) } as never, 200),
+    (c) => {
+      const principal = describer(c);
+      return c.json({ journals: [...c.get("journals")].map(([name, entry]) => info(name, entry, principal)) } as never, 200);
+    },
   );
 
   remember("get", "/v1/journals/{journal}");
   app.openapi(
-    createRoute({ method: "get", path: "/v1/journals/{journal}", summary: "One journal's capacity, mode and known consumers", security, request: { params: s.JournalParamsSchema }, responses: ok(s.JournalInfoSchema, "the journal") }),
+    createRoute({
+      method: "get",
+      path: "/v1/journals/{journal}",
+      summary: "One journal's capacity, mode and known consumers",
+      description: "Needs a journal scope (`append`, `append:<namespace>`, `consume` or `operate`); the consumers are listed to `consume` and `operate` only.",
+      security,
+      request: { params: s.JournalParamsSchema },
+      responses: ok(s.JournalInfoSchema, "the journal"),
+    }),
     (c) => {
+      const principal = describer(c);
       const { journal } = c.req.valid("param");
-      return c.json(info(journal, journalOf(c, journal)) as never, 200);
+      return c.json(info(journal, journalOf(c, journal), principal) as never, 200);
     },
   );
 

@@ -98,6 +98,16 @@ export function mayUseStore(principal: Principal, store: string): boolean {
   return principal.scopes.has("store:*") || principal.scopes.has(`store:${store}`);
 }
 
+/**
+ * Whether `principal` holds any journal scope (`consume`, `operate`, or an
+ * `append` one): what describing the journals needs (a token for the store
+ * routes only does not learn which journals and consumers a worker serves).
+ */
+export function usesJournals(principal: Principal): boolean {
+  for (const scope of principal.scopes) if (scope === "consume" || scope === "operate" || scope === "append" || scope.startsWith("append:")) return true;
+  return false;
+}
+
 /** Whether `principal` may append events of `namespace`. */
 export function mayAppend(principal: Principal, namespace: string): boolean {
   return principal.scopes.has("append:*") || principal.scopes.has(`append:${namespace}`);

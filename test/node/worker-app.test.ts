@@ -16,6 +16,7 @@ import { MAX_BULK, MAX_ITEM_TEXT, createApp, type AppOptions } from "../../src/w
 const OPS = "operator-token-0123456789";
 const CONSUME = "consumer-token-0123456789";
 const ACME = "acme-producer-token-01234";
+const STORES_ONLY = "stores-only-token-0123456789";
 const t0 = 1_700_000_000_000;
 const billing = parseConsumerId("billing");
 const rid = (n: number) => `0190b000-0000-7000-8000-${n.toString(16).padStart(12, "0")}`;
@@ -31,6 +32,7 @@ function setup(extra: Partial<AppOptions> = {}, capacity: Capacity = CAPACITY) {
         { name: "ops", token: OPS, scopes: ["operate", "consume", "append:*"] },
         { name: "worker", token: CONSUME, scopes: ["consume"] },
         { name: "acme-producer", token: ACME, scopes: ["append:acme"] },
+        { name: "stores-only", token: STORES_ONLY, scopes: ["store:*"] },
       ],
     },
     clock: () => now,
@@ -356,6 +358,20 @@ describe("operator routes", () => {
     if (exported === "hung") return;
     const ids = exported.text.trim().split("\n").map((line) => (JSON.parse(line) as { event: { id: string } }).event.id);
     expect(ids).toEqual(Array.from({ length: 200 }, (_, i) => rid(i + 1)));
+  });
+
+  it("describes the journals to journal tokens only, and their consumers to those who consume or operate", async () => {
+    const { call } = setup();
+    for (const path of ["/v1/journals", "/v1/journals/usage"]) {
+      const refused = await call("GET", path, { token: STORES_ONLY });
+      expect([refused.status, refused.json.error?.code]).toEqual([403, "forbidden"]);
+    }
+    expect((await call("GET", "/v1/journals")).json["journals"]).toMatchObject([{ name: "usage", consumers: ["billing"] }]);
+    expect((await call("GET", "/v1/journals/usage", { token: CONSUME })).json).toMatchObject({ name: "usage", consumers: ["billing"] });
+    // A producer learns what HttpJournal needs (capacity and mode), not who consumes.
+    const producer = await call("GET", "/v1/journals/usage", { token: ACME });
+    expect(producer.json).toMatchObject({ name: "usage", capacity: CAPACITY, mode: "telemetry_grade", consumers: [] });
+    expect((await call("GET", "/v1/journals", { token: ACME })).json["journals"]).toMatchObject([{ name: "usage", consumers: [] }]);
   });
 
   it("releases an event to the next claim in its key's order", async () => {

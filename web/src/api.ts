@@ -97,7 +97,7 @@ export class OperatorApi {
     this.#base = base;
   }
 
-  /** `GET /v1/journals`: the journals and their known consumers (any valid token may list them). */
+  /** `GET /v1/journals`: the journals and their known consumers (a token with a journal scope may list them; consumers are listed to `consume` and `operate`). */
   async journals(): Promise<readonly JournalInfo[]> {
     const body = await this.#json<{ journals: JournalInfo[] }>("GET", "/journals");
     return body.journals;
