@@ -449,7 +449,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   /** How the loop's batch of run `mine` waits out a sink outage (see `batch.ts`). */
   function holdFor(mine: number): BatchHold {
     return {
-      active: () => mine === generation && running,
+      // Held while this run forwards: not once it stopped, nor once another forwarder (tab) took the lock.
+      active: () => mine === generation && running && holdsLock,
       wait: (ms) =>
         new Promise<void>((resolve) => {
           endHoldWait = resolve;
@@ -576,6 +577,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       if (mine === generation) {
         holdsLock = false;
         clearTimer();
+        // A batch held through a sink outage goes back at once, for the forwarder that now holds the lock.
+        interruptHold();
       }
       if (releaseLock === release) releaseLock = null;
       const own = release;

@@ -372,6 +372,43 @@ describe("forwarder: one forwarder per origin (lock)", () => {
     expect(r.scheduler.pending()).toBe(0);
   });
 
+  it("a forwarder whose lock is stolen while it holds a batch through a sink outage gives the batch back at once", async () => {
+    const r = rig();
+    const locks = localLockManager();
+    let steal: () => void = () => undefined;
+    const stealable: LockManagerLike = {
+      request: (name, options, callback) =>
+        new Promise((resolve, reject) => {
+          steal = () => reject(new Error("AbortError: the lock was stolen"));
+          locks.request(name, options, callback).then(resolve, reject);
+        }),
+    };
+    const forwarder = r.forwarder({
+      lock: { name: "fw-held", manager: stealable },
+      backoff: { initialMs: 5_000, jitter: 0 },
+      sink: {
+        appendBatch: async (events) => {
+          r.calls.push([...events]);
+          throw new TypeError("Failed to fetch");
+        },
+      },
+    });
+    await r.append(2);
+    forwarder.start();
+    await r.scheduler.advance(0);
+    await r.scheduler.advance(0);
+    expect(forwarder.progress.state).toBe("backing_off");
+    expect(await r.source.stats(consumer)).toMatchObject({ inFlight: 2, pending: 0 }); // held, not nacked
+    steal();
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    await r.scheduler.advance(0);
+    // No time passed: the held event was nacked, claimable now by whoever holds the lock.
+    expect(await r.source.stats(consumer)).toMatchObject({ inFlight: 0, pending: 2 });
+    expect(forwarder.progress).toMatchObject({ state: "standby", retried: 2 });
+    await forwarder.stop();
+    expect(r.scheduler.pending()).toBe(0);
+  });
+
   it("browserLocks finds navigator.locks when present and nothing otherwise", () => {
     const manager = localLockManager();
     expect(browserLocks({ navigator: { locks: manager } })).toBe(manager);
