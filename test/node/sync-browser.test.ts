@@ -64,6 +64,24 @@ interface Rig {
   sinkHeld(): Promise<number>;
 }
 
+/**
+ * A lock manager whose latest request can be stolen, as Web Locks `steal: true`
+ * elsewhere does: the holder's request rejects with an AbortError while its
+ * callback still runs.
+ */
+function stealableLocks(): { locks: ReturnType<typeof localLockManager>; stealable: LockManagerLike; steal: () => void } {
+  const locks = localLockManager();
+  let stealLatest: () => void = () => undefined;
+  const stealable: LockManagerLike = {
+    request: (name, options, callback) =>
+      new Promise((resolve, reject) => {
+        stealLatest = () => reject(new Error("AbortError: the lock was stolen"));
+        locks.request(name, options, callback).then(resolve, reject);
+      }),
+  };
+  return { locks, stealable, steal: () => stealLatest() };
+}
+
 function rig(): Rig {
   const time = virtualClock(START);
   const scheduler = virtualScheduler(time);
@@ -343,16 +361,7 @@ describe("forwarder: one forwarder per origin (lock)", () => {
 
   it("a forwarder whose lock is stolen stops forwarding, reports it, and asks for the lock again", async () => {
     const r = rig();
-    const locks = localLockManager();
-    let steal: () => void = () => undefined;
-    // Web Locks `steal: true` elsewhere: the holder's request rejects with an AbortError while its callback still runs.
-    const stealable: LockManagerLike = {
-      request: (name, options, callback) =>
-        new Promise((resolve, reject) => {
-          steal = () => reject(new Error("AbortError: the lock was stolen"));
-          locks.request(name, options, callback).then(resolve, reject);
-        }),
-    };
+    const { locks, stealable, steal } = stealableLocks();
     const forwarder = r.forwarder({ lock: { name: "fw", manager: stealable }, backoff: { initialMs: 5_000, jitter: 0 } });
     forwarder.start();
     await r.scheduler.advance(0);
@@ -374,15 +383,7 @@ describe("forwarder: one forwarder per origin (lock)", () => {
 
   it("a forwarder whose lock is stolen while it holds a batch through a sink outage gives the batch back at once", async () => {
     const r = rig();
-    const locks = localLockManager();
-    let steal: () => void = () => undefined;
-    const stealable: LockManagerLike = {
-      request: (name, options, callback) =>
-        new Promise((resolve, reject) => {
-          steal = () => reject(new Error("AbortError: the lock was stolen"));
-          locks.request(name, options, callback).then(resolve, reject);
-        }),
-    };
+    const { stealable, steal } = stealableLocks();
     const forwarder = r.forwarder({
       lock: { name: "fw-held", manager: stealable },
       backoff: { initialMs: 5_000, jitter: 0 },
