@@ -130,8 +130,8 @@ export interface BatchHold {
   active(): boolean;
   /** Resolve after `ms`, or earlier when interrupted (the loop stopped, the device came back online). */
   wait(ms: number): Promise<void>;
-  /** Told before each wait: sends of this batch that failed in a row, and when the next one is due (clock ms). */
-  waiting(failures: number, retryAt: number): void;
+  /** Told before each wait after a failed send, with when the next send is due (clock ms). */
+  waiting(retryAt: number): void;
   /** Told when what is left of the batch goes to the sink again. */
   resending(): void;
 }
@@ -203,7 +203,7 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
       heartbeat.resume(again.map((delivery) => delivery.id));
       failures += 1;
       const delay = retryDelay(context.backoff, failures);
-      hold.waiting(failures, context.clock() + delay);
+      hold.waiting(context.clock() + delay);
       await hold.wait(delay);
       await heartbeat.pause();
       // An event whose lease the source no longer recognises (an operator quarantined it, say) is not this batch's any more.
@@ -211,8 +211,8 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
       outstanding = again.filter((delivery) => !lost.has(delivery.id.event));
       tally.unsettled += again.length - outstanding.length;
       if (outstanding.length === 0 || !hold.active()) {
-        // Stopped while holding: give the events back at once, for whoever forwards next.
-        await nackAll(context, outstanding, "the forwarder stopped while the sink was failing", tally, 0);
+        // The loop stopped, or another forwarder took the lock: give the events back at once, for whoever forwards next.
+        await nackAll(context, outstanding, "the forwarder stopped (or lost its lock) while the sink was failing", tally, 0);
         if (outstanding.length > 0) tally.failed = true;
         break;
       }

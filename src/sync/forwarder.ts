@@ -460,7 +460,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             return undefined;
           }, ms);
         }),
-      waiting: (_failures, retryAt) => {
+      waiting: (retryAt) => {
         consecutiveFailures += 1;
         nextRetryAt = retryAt;
         setState("backing_off");

@@ -135,7 +135,7 @@ export interface ErrorBody {
  * `backend` journal or storage error, or anything untyped): its message may
  * carry internals (SQL, paths, engine states), so it is logged, not answered.
  */
-export function isServerFault(error: unknown): boolean {
+function isServerFault(error: unknown): boolean {
   if (error instanceof ApiError) return error.code === "internal";
   if (error instanceof JournalError || error instanceof StorageError) return error.code === "backend";
   return true;
@@ -151,7 +151,7 @@ function failureId(): string {
  * place: its kind and the id, no internals (the caller may be any token
  * holder, a browser's user for one).
  */
-export function reportServerFault(error: unknown, what: string): string {
+function reportServerFault(error: unknown, what: string): string {
   const id = failureId();
   console.error(`isostore worker: ${what} failed [${id}]:`, error);
   return `${what} failed on the server (see the worker's log, error ${id})`;
