@@ -19,14 +19,16 @@
  * - Answers are {@link WireOutcome}s: typed journal errors travel as data and
  *   are rebuilt by the caller (RPC does not keep error classes).
  *
- * Three calls go beside the journal's public surface, through the core's
+ * Four calls go beside the journal's public surface, through the core's
  * `Work` / `Layout` (the journal's internal layer; this file is the one place
  * the adapter depends on it): `register` (a consumer that claims anywhere
  * must be registered in every partition, or a partition it never claimed
  * from could prune events it has not seen; it prunes first, as that first
- * claim would, so a registration keeps no event already due), and `holds` / `holdsMany`
- * (whether the partition stores a request id: how deliveries are routed and
- * how the id registry below is verified).
+ * claim would, so a registration keeps no event already due), `claimable`
+ * (a read-only bound of what a claim could lease: how a claim smaller than P
+ * picks its partitions) and `holds` / `holdsMany` (whether the partition
+ * stores a request id: how deliveries are routed and how the id registry
+ * below is verified).
  *
  * The id registry (P > 1 only). Every request id has an *id home*
  * partition (FNV-1a 32 of the request id, modulo P; `PartitionedJournal.idHomeOf`), which keeps,
@@ -53,10 +55,10 @@
  */
 /// <reference types="@cloudflare/workers-types" />
 import { DurableObject } from "cloudflare:workers";
-import { checkNow } from "../../src/journal/arguments.js";
+import { checkNow, MAX_CLAIM_EVENTS } from "../../src/journal/arguments.js";
 import { createJournal, OPPORTUNISTIC_PRUNE_LIMIT } from "../../src/journal/journal.js";
 import { InvalidArgumentError } from "../../src/journal/errors.js";
-import { checkCapacity, parseConsumerId } from "../../src/journal/event.js";
+import { checkCapacity, checkInteger, parseConsumerId } from "../../src/journal/event.js";
 import { Layout } from "../../src/journal/layout.js";
 import { Work } from "../../src/journal/work.js";
 import type {
@@ -439,6 +441,23 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
         for (const verdict of list) if (await registry.settle(verdict, now)) forgotten++;
         return { forgotten };
       });
+    });
+  }
+
+  /**
+   * At least as many events as `claim(consumer, { maxEvents: limit, now })`
+   * could lease here, capped at `limit` (one read transaction; see
+   * `Work.claimableAtMost`): how a claim smaller than P finds the partitions
+   * worth asking without asking each in turn. 0 for a consumer not
+   * registered here (it has nothing ready yet).
+   */
+  async claimable(config: PartitionConfig, consumer: ConsumerId, now: number, limit: number): Promise<WireOutcome<number>> {
+    return toWire(async () => {
+      const id = parseConsumerId(consumer);
+      const at = checkNow("now", now);
+      const cap = checkInteger("limit", limit, 1, MAX_CLAIM_EVENTS);
+      const journal = await this.open(config);
+      return this.engine.transact("readonly", async (tx) => new Work(tx, new Layout(journal.name), journal.capacity).claimableAtMost(id, at, cap));
     });
   }
 

@@ -38,7 +38,14 @@
  *   with every claim of the consumer (kept with the registrations, so
  *   instances sharing a memory, one per request, rotate together: with
  *   `maxEvents < P` every partition still gets its turn); a partition that
- *   hands out less than its share leaves the rounds. At most `maxEvents`
+ *   hands out less than its share leaves the rounds. When less is left than
+ *   there are partitions (an even split would pass some over), the
+ *   partitions are first asked, concurrently and read-only, how many events
+ *   a claim could lease there at most (`claimable`: ready events plus leases
+ *   and waits due at the claim's `now`); those with none leave, and no share
+ *   exceeds that bound. So a claim of 1 over P idle partitions is one round
+ *   of P reads, not P rounds of claims; an event that becomes ready in a
+ *   partition after its answer waits for the next claim. At most `maxEvents`
  *   events in all; each round fills the claim or drops a partition. One in
  *   flight per key holds because a key lives in one partition. When a
  *   partition fails during a claim that got deliveries elsewhere, those
@@ -263,6 +270,7 @@ export interface PartitionStub {
   listAudit(config: PartitionConfig, now: number, options: { readonly limit?: number; readonly after?: string | null }): Promise<WireOutcome<AuditPage>>;
   prune(config: PartitionConfig, now: number, options: PruneOptions): Promise<WireOutcome<{ pruned: number }>>;
   register(config: PartitionConfig, consumer: ConsumerId, now?: number): Promise<WireOutcome<void>>;
+  claimable(config: PartitionConfig, consumer: ConsumerId, now: number, limit: number): Promise<WireOutcome<number>>;
   holds(config: PartitionConfig, requestId: string): Promise<WireOutcome<boolean>>;
   holdsMany(config: PartitionConfig, requestIds: readonly string[]): Promise<WireOutcome<boolean[]>>;
   reserve(config: PartitionConfig, now: number, items: readonly IdReservation[]): Promise<WireOutcome<ReserveAnswer>>;
@@ -792,13 +800,37 @@ export class PartitionedJournal implements UsageJournal {
     // events (the remainder from a start that rotates per claim of the
     // consumer); a partition that hands out less than its share is out of
     // events and leaves the round-robin. Each round either fills the claim or
-    // drops a partition.
+    // drops a partition. When fewer events are left than partitions (an even
+    // split would skip some), the partitions are first asked, at once and
+    // read-only, how many they could hand out at most (`claimable`): those
+    // with none leave, and no share exceeds what a partition said, so a small
+    // claim over idle partitions costs two parallel rounds, not one per
+    // partition.
     let candidates = this.all();
     let left = maxEvents;
+    let caps: Map<number, number> | null = null;
     const failures: unknown[] = [];
-    for (let round = 0; left > 0 && candidates.length > 0; round++) {
-      const shares = this.split(left, candidates, start + round);
+    const drop = (out: ReadonlySet<number>) => (candidates = candidates.filter((p) => !out.has(p)));
+    for (let round = 0; left > 0 && candidates.length > 0; ) {
       const out = new Set<number>();
+      if (caps === null && left < candidates.length) {
+        const probed = new Map<number, number>();
+        await Promise.all(
+          candidates.map(async (p) => {
+            try {
+              probed.set(p, await this.send(p, "claimable", (stub, config) => stub.claimable(config, id, claimNow, left)));
+            } catch (error) {
+              failures.push(error);
+              probed.set(p, 0);
+            }
+            if (probed.get(p) === 0) out.add(p);
+          }),
+        );
+        caps = probed;
+        drop(out);
+        continue;
+      }
+      const shares = caps === null ? this.split(left, candidates, start + round) : this.splitCapped(left, candidates, caps, (start + round) % this.partitions);
       await Promise.all(
         candidates.map(async (p, i) => {
           const share = shares[i]!;
@@ -814,10 +846,13 @@ export class PartitionedJournal implements UsageJournal {
           got[p]!.push(...deliveries);
           for (const delivery of deliveries) this.hint(delivery.id.event, p);
           left -= deliveries.length;
-          if (deliveries.length < share) out.add(p);
+          const cap = caps?.get(p);
+          if (cap !== undefined) caps!.set(p, cap - deliveries.length);
+          if (deliveries.length < share || cap === deliveries.length) out.add(p);
         }),
       );
-      candidates = candidates.filter((p) => !out.has(p));
+      drop(out);
+      round++;
     }
     const handed = got.reduce((sum, list) => sum + list.length, 0);
     // A failing partition must not cost the deliveries others already leased:
@@ -847,6 +882,30 @@ export class PartitionedJournal implements UsageJournal {
         this.registered.add(`${consumer}#${p}`);
       }),
     );
+  }
+
+  /**
+   * Split `total` over `targets` (partitions, ascending) as evenly as their
+   * `caps` allow (none gets more than its cap), the remainder going to the
+   * targets from partition `from` on (rotating).
+   */
+  private splitCapped(total: number, targets: readonly number[], caps: ReadonlyMap<number, number>, from: number): number[] {
+    const n = targets.length;
+    const shares = targets.map(() => 0);
+    const start = Math.max(0, targets.findIndex((p) => p >= from));
+    let left = total;
+    for (let grew = true; left > 0 && grew; ) {
+      grew = false;
+      for (let k = 0; k < n && left > 0; k++) {
+        const i = (start + k) % n;
+        if (shares[i]! < (caps.get(targets[i]!) ?? 0)) {
+          shares[i]!++;
+          left--;
+          grew = true;
+        }
+      }
+    }
+    return shares;
   }
 
   /** Split `total` over `targets` evenly, the remainder going to the targets from `start` on (rotating). */

@@ -869,6 +869,29 @@ export class Work {
     }
   }
 
+  /**
+   * At least as many events as a claim at `now` could lease, capped at
+   * `limit`, reading only: the consumer's ready entries plus its leases and
+   * waits that are due at `now` (what that claim's {@link sweep} puts back).
+   * Every active event of a key sits in exactly one of the three indexes and
+   * a claim leases at most one event per key, so the count never falls short
+   * of what the claim finds; it may exceed it (a due lease out of attempts is
+   * quarantined, a lease an earlier released event overtakes hands over).
+   */
+  async claimableAtMost(consumer: string, now: number, limit: number): Promise<number> {
+    let count = 0;
+    for (const [prefix, due] of [
+      [this.layout.readyAll(consumer), false],
+      [this.layout.leasedAll(consumer), true],
+      [this.layout.waitingAll(consumer), true],
+    ] as const) {
+      if (count >= limit) break;
+      const range = due ? { prefix, upper: [...prefix, now, TOP] } : { prefix };
+      count += (await this.tx.scan(range, { limit: limit - count })).length;
+    }
+    return count;
+  }
+
   /** Lease up to `maxEvents` ready events, quarantining those out of attempts. */
   async claim(consumer: string, maxEvents: number, leaseMs: number, now: number): Promise<Delivery[]> {
     const deliveries: Delivery[] = [];

@@ -475,6 +475,44 @@ describe("partitioned journal", () => {
     expect(handed.sort()).toEqual([...subjects].sort());
   });
 
+  it("a claim smaller than P asks every partition once, read-only, and claims only where events are due", async () => {
+    const time = virtualClock(T0);
+    const calls: string[] = [];
+    const { journal, open } = fresh(8, ROOMY, time.clock);
+    const counted = open(8, intercepted((method, object) => calls.push(`${method}@${object.slice(object.lastIndexOf("#") + 1)}`)));
+    const bySubject = subjectsByPartition(journal, 1).flat();
+    const claimOne = async (maxEvents = 1) => {
+      calls.length = 0;
+      const deliveries = await counted.claim(billing, { maxEvents, leaseMs: 1000, now: time.now });
+      return { deliveries, claims: calls.filter((call) => call.startsWith("claim@")), probes: calls.filter((call) => call.startsWith("claimable@")).length };
+    };
+    // Idle: one read of each partition, no claim at all (it was 8 claims, one round each).
+    expect(await claimOne()).toEqual({ deliveries: [], claims: [], probes: 8 });
+    // One event in partition 5: claimed there, and nowhere else.
+    await journal.append(usage(1, bySubject[5]!));
+    const first = await claimOne();
+    expect(first).toMatchObject({ claims: ["claim@5"], probes: 8 });
+    expect(first.deliveries.map((delivery) => delivery.id)).toEqual([{ consumer: billing, event: rid(1), attempt: 1 }]);
+    // In flight until its lease runs out: nothing claimable anywhere.
+    expect(await claimOne()).toEqual({ deliveries: [], claims: [], probes: 8 });
+    // A lease that ran out counts as claimable: the event comes back, attempt 2.
+    time.advance(1000);
+    const again = await claimOne();
+    expect(again).toMatchObject({ claims: ["claim@5"] });
+    expect(again.deliveries.map((delivery) => delivery.id.attempt)).toEqual([2]);
+    // A nack's wait that ended counts too.
+    await counted.nack(again.deliveries[0]!.id, { retryAfterMs: 500, error: "later", now: time.now });
+    expect((await claimOne()).claims).toEqual([]);
+    time.advance(500);
+    expect((await claimOne()).deliveries.map((delivery) => delivery.id.attempt)).toEqual([3]);
+    // Three of eight partitions with events, a claim of 2: claims of one in two of them, none elsewhere.
+    await journal.appendBatch([usage(2, bySubject[0]!), usage(3, bySubject[3]!), usage(4, bySubject[7]!)]);
+    const two = await claimOne(2);
+    expect(two.deliveries).toHaveLength(2);
+    expect(two.claims).toHaveLength(2);
+    expect(two.claims.every((call) => ["claim@0", "claim@3", "claim@7"].includes(call))).toBe(true);
+  });
+
   it("rotates each consumer's claim start across per-request instances sharing a memory: a busy partition 0 does not starve the others", async () => {
     const { journal, open } = fresh(4);
     const memory = new PartitionedJournalMemory();
