@@ -4,9 +4,12 @@
  * The order every request goes through, so that bad input changes nothing:
  * CORS preflight -> body size cap (413, before parsing; blob uploads stream) -> JSON content type
  * for bodies (415) -> bearer auth (401, health is the only open route) ->
- * route match (404/405) -> zod validation of params, query and body (400) ->
- * scope check (403) -> the journal call. Journal errors keep their code and
- * become statuses in one place (`./errors.ts`).
+ * route match (404/405) -> the route's scope check (403, route middleware, so a
+ * token lacking the scope learns no field and no journal name) -> zod validation
+ * of params, query and body (400) -> the journal's lookup (404) -> the journal
+ * call (an append's per-namespace scope, in the body, is checked after
+ * validation). Journal errors keep their code and become statuses in one place
+ * (`./errors.ts`).
  */
 import { OpenAPIHono, createRoute, type z } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
@@ -17,7 +20,7 @@ import { createUsageEvent, parseConsumerId } from "../journal/event.js";
 import type { ConsumerId, QuarantinedEvent, QuarantinePage, UsageJournal } from "../journal/types.js";
 import { encodeBatch, encodeError } from "../journal/wire.js";
 import { InvalidArgumentError, JournalError } from "../journal/errors.js";
-import { TokenMatcher, mayAppend, usesJournals, type Principal, type TokenConfig } from "./auth.js";
+import { TokenMatcher, appendsAny, mayAppend, usesJournals, type Principal, type TokenConfig } from "./auth.js";
 import { ApiError, errorAnswer } from "./errors.js";
 import * as s from "./schemas.js";
 import { MAX_STORE_BODY_BYTES, registerStoreRoutes, storeBodyKind } from "./store-routes.js";
@@ -319,13 +322,22 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     return entry;
   }
 
-  function need(c: Context<AppEnv>, ...anyOf: string[]): Principal {
-    const principal = c.get("principal");
-    if (!anyOf.some((scope) => principal.scopes.has(scope))) {
-      throw new ApiError("forbidden", `this token lacks the scope ${anyOf.map((scope) => `\`${scope}\``).join(" or ")}`);
-    }
-    return principal;
+  /**
+   * A route's scope check (403), given as the route's `middleware`: @hono/zod-openapi registers a
+   * route as `middleware, validators, handler`, so the check runs before its params, query and body
+   * are validated (400) and its journal is looked up (404). A token lacking the scope learns neither
+   * the route's fields nor which journals exist.
+   */
+  function gate(allowed: (principal: Principal) => boolean, refusal: string): MiddlewareHandler<AppEnv> {
+    return async (c, next) => {
+      if (!allowed(c.get("principal"))) throw new ApiError("forbidden", refusal);
+      await next();
+    };
   }
+
+  /** The scope check of a route that needs any one of `anyOf`. */
+  const scope = (...anyOf: string[]) =>
+    gate((principal) => anyOf.some((one) => principal.scopes.has(one)), `this token lacks the scope ${anyOf.map((one) => `\`${one}\``).join(" or ")}`);
 
   const errors = {
     400: { description: "invalid request", content: { "application/json": { schema: s.ErrorSchema } } },
@@ -370,11 +382,10 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     mode: entry.journal.mode,
     consumers: principal.scopes.has("operate") || principal.scopes.has("consume") ? [...(entry.consumers ?? [])] : [],
   });
-  const describer = (c: Context<AppEnv>): Principal => {
-    const principal = c.get("principal");
-    if (!usesJournals(principal)) throw new ApiError("forbidden", "this token has no journal scope (`append`, `consume` or `operate`)");
-    return principal;
-  };
+  const describer = gate(usesJournals, "this token has no journal scope (`append`, `consume` or `operate`)");
+  // Before the body is read, an append route checks that the token may append at all; the namespace
+  // of each event is checked in the handler, once the body is valid (it is in the body).
+  const appender = gate(appendsAny, "this token lacks an `append` scope (`append:*` or `append:<namespace>`)");
 
   remember("get", "/v1/journals");
   app.openapi(
@@ -384,10 +395,11 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       summary: "The journals served",
       description: "Needs a journal scope (`append`, `append:<namespace>`, `consume` or `operate`); each journal's consumers are listed to `consume` and `operate` only.",
       security,
+      middleware: describer,
       responses: ok(s.JournalListSchema, "the journals"),
     }),
     (c) => {
-      const principal = describer(c);
+      const principal = c.get("principal");
       return c.json({ journals: [...c.get("journals")].map(([name, entry]) => info(name, entry, principal)) } as never, 200);
     },
   );
@@ -400,11 +412,12 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       summary: "One journal's capacity, mode and known consumers",
       description: "Needs a journal scope (`append`, `append:<namespace>`, `consume` or `operate`); the consumers are listed to `consume` and `operate` only.",
       security,
+      middleware: describer,
       request: { params: s.JournalParamsSchema },
       responses: ok(s.JournalInfoSchema, "the journal"),
     }),
     (c) => {
-      const principal = describer(c);
+      const principal = c.get("principal");
       const { journal } = c.req.valid("param");
       return c.json(info(journal, journalOf(c, journal), principal) as never, 200);
     },
@@ -420,6 +433,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       summary: "Append one event (idempotent on its request id)",
       description: "Resolves after the journal accepted the event; with a billing-grade journal that means it is durable. Needs `append:<namespace>` or `append:*`.",
       security,
+      middleware: appender,
       request: { params: s.JournalParamsSchema, ...body(s.AppendBodySchema) },
       responses: ok(s.AppendAnswerSchema, "accepted or already present"),
     }),
@@ -443,6 +457,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       description:
         "The journal checks each event (request id, ordering key, data, observedAt): an invalid one is `rejected` in place with the journal's error, as a local `appendBatch` would, and the rest are appended. The token must be allowed to append the namespace of every valid event, else nothing is appended (403).",
       security,
+      middleware: appender,
       request: { params: s.JournalParamsSchema, ...body(s.AppendBatchBodySchema) },
       responses: ok(s.AppendBatchAnswerSchema, "per-event results"),
     }),
@@ -478,11 +493,11 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       summary: "Claim up to maxEvents deliverable events for a consumer",
       description: "At most one event per ordering key is in flight; events stay leased until `leaseExpiresAt`. Needs `consume`.",
       security,
+      middleware: scope("consume"),
       request: { params: s.JournalParamsSchema, ...body(s.ClaimBodySchema) },
       responses: ok(s.ClaimAnswerSchema, "the deliveries (possibly none)"),
     }),
     async (c) => {
-      need(c, "consume");
       const { journal } = c.req.valid("param");
       const request = c.req.valid("json");
       const deliveries = await journalOf(c, journal).journal.claim(parseConsumerId(request.consumer), {
@@ -503,11 +518,11 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       description:
         "Each ack is idempotent; a failed one (e.g. `not_outstanding`, or `invalid_consumer_id` / `invalid_argument` from the journal's check of the delivery id) is reported in place and does not stop the others. Needs `consume`.",
       security,
+      middleware: scope("consume"),
       request: { params: s.JournalParamsSchema, ...body(s.AckBodySchema) },
       responses: ok(s.AckAnswerSchema, "per-delivery results"),
     }),
     async (c) => {
-      need(c, "consume");
       const { journal } = c.req.valid("param");
       const { deliveries } = c.req.valid("json");
       // One journal call (one transaction per partition): a refused ack is reported in place; a backend
@@ -525,11 +540,11 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       path: "/v1/journals/{journal}/nack",
       summary: "Give a delivery back; claimable again after retryAfterMs",
       security,
+      middleware: scope("consume"),
       request: { params: s.JournalParamsSchema, ...body(s.NackBodySchema) },
       responses: ok(s.EmptyAnswerSchema, "nacked"),
     }),
     async (c) => {
-      need(c, "consume");
       const { journal } = c.req.valid("param");
       const request = c.req.valid("json");
       await journalOf(c, journal).journal.nack(request.delivery as never, { retryAfterMs: request.retryAfterMs, error: request.error, now: request.now ?? clock() });
@@ -544,11 +559,11 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       path: "/v1/journals/{journal}/extend",
       summary: "Heartbeat: the lease runs until now + leaseMs",
       security,
+      middleware: scope("consume"),
       request: { params: s.JournalParamsSchema, ...body(s.ExtendBodySchema) },
       responses: ok(s.ExtendAnswerSchema, "the new lease end"),
     }),
     async (c) => {
-      need(c, "consume");
       const { journal } = c.req.valid("param");
       const request = c.req.valid("json");
       const answer = await journalOf(c, journal).journal.extend(request.delivery as never, { leaseMs: request.leaseMs, now: request.now ?? clock() });
@@ -563,11 +578,11 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       path: "/v1/journals/{journal}/quarantine",
       summary: "Set a delivered event aside as poison",
       security,
+      middleware: scope("consume"),
       request: { params: s.JournalParamsSchema, ...body(s.QuarantineBodySchema) },
       responses: ok(s.EmptyAnswerSchema, "quarantined"),
     }),
     async (c) => {
-      need(c, "consume");
       const { journal } = c.req.valid("param");
       const request = c.req.valid("json");
       await journalOf(c, journal).journal.quarantine(request.delivery as never, request.reason);
@@ -582,11 +597,11 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       path: "/v1/journals/{journal}/consumers/{consumer}/stats",
       summary: "Depth, in flight, quarantined, oldest pending age, dropped, capacity",
       security,
+      middleware: scope("consume", "operate"),
       request: { params: s.ConsumerParamsSchema },
       responses: ok(s.StatsSchema, "the consumer's stats"),
     }),
     async (c) => {
-      need(c, "consume", "operate");
       const { journal, consumer } = c.req.valid("param");
       return c.json((await journalOf(c, journal).journal.stats(parseConsumerId(consumer))) as never, 200);
     },
@@ -599,11 +614,11 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       path: "/v1/journals/{journal}/consumers/{consumer}/attempts/{requestId}",
       summary: "The delivery attempts of one event to one consumer",
       security,
+      middleware: scope("consume", "operate"),
       request: { params: s.EventParamsSchema },
       responses: ok(s.AttemptsAnswerSchema, "the attempts, oldest first"),
     }),
     async (c) => {
-      need(c, "consume", "operate");
       const { journal, consumer, requestId } = c.req.valid("param");
       return c.json({ attempts: await journalOf(c, journal).journal.attempts(parseConsumerId(consumer), requestId) } as never, 200);
     },
@@ -641,11 +656,11 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       description:
         "Oldest position first, or newest with `order=newest`. `query` is a case-insensitive substring of the request id, ordering key or reason; `reason` and `key` filter exactly, so a filtered page may hold fewer than `limit` items while `nextCursor` is not null. Needs `operate`.",
       security,
+      middleware: scope("operate"),
       request: { params: s.ConsumerParamsSchema, query: s.QuarantineListQuerySchema },
       responses: ok(s.QuarantinePageSchema, "one page"),
     }),
     async (c) => {
-      need(c, "operate");
       const { journal, consumer } = c.req.valid("param");
       const { limit, after, order, ...filter } = c.req.valid("query");
       const query = journalQuery(filter);
@@ -669,11 +684,12 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
         summary: action === "release" ? "Put a quarantined event back on its key at its original position" : "Finish a quarantined event without delivering it",
         description: "Recorded in the audit log; the actor is the token's name (or, when the worker is configured so, the `actor` sent). Needs `operate`.",
         security,
+        middleware: scope("operate"),
         request: { params: s.EventParamsSchema, ...body(s.OperatorBodySchema) },
         responses: ok(s.EmptyAnswerSchema, `${action}d`),
       }),
       async (c) => {
-        const principal = need(c, "operate");
+        const principal = c.get("principal");
         const { journal, consumer, requestId } = c.req.valid("param");
         const { now, actor } = c.req.valid("json");
         await journalOf(c, journal).journal[action](parseConsumerId(consumer), requestId, { now: now ?? clock(), ...actorOf(principal, actor) });
@@ -706,11 +722,12 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       description:
         "A dry run (`dryRun: true`) collects up to `max` (default 1000) events of the filter and answers their `requestIds` with `matched`; `more` says the filter selects more than `max`. Its confirmation sends those `requestIds` back (with `dryRun: false` and no filter): exactly those events are acted on, in that order, each still quarantined for the consumer; one released or discarded since (by another operator) is reported in `failed` as `not_quarantined`, never replaced by an event that arrived after the dry run. A real run may instead send the filter (the older form): it selects again when it runs, so it acts on whatever matches by then, not on what the dry run counted; `max` bounds only how many. The action applies in the journal's listing order (position order for one journal; see docs/http-api.md for a partitioned one). Needs `operate`.",
       security,
+      middleware: scope("operate"),
       request: { params: s.ConsumerParamsSchema, ...body(s.BulkBodySchema) },
       responses: ok(s.BulkAnswerSchema, "the selection and what was done"),
     }),
     async (c) => {
-      const principal = need(c, "operate");
+      const principal = c.get("principal");
       const { journal, consumer } = c.req.valid("param");
       const { action, dryRun, max = 1000, now, requestIds: confirmed, ...filter } = c.req.valid("json");
       const target = journalOf(c, journal).journal;
@@ -743,11 +760,11 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       path: "/v1/journals/{journal}/consumers/{consumer}/quarantined/export",
       summary: "NDJSON export of the quarantined events of a filter, with attempt histories",
       security,
+      middleware: scope("operate"),
       request: { params: s.ConsumerParamsSchema, query: s.QuarantineFilterSchema },
       responses: { 200: { description: "one QuarantinedEvent per line", content: { "application/x-ndjson": { schema: s.QuarantinedEventSchema } } }, ...errors },
     }),
     async (c) => {
-      need(c, "operate");
       const { journal, consumer } = c.req.valid("param");
       const filter = c.req.valid("query");
       const target = journalOf(c, journal).journal;
@@ -787,11 +804,11 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       summary: "The operator audit log, oldest first",
       description: "With `requestId`, every entry of that event from `after` on, in one answer (`limit` does not apply; an event has few). Needs `operate`.",
       security,
+      middleware: scope("operate"),
       request: { params: s.JournalParamsSchema, query: s.AuditQuerySchema },
       responses: ok(s.AuditPageSchema, "one page"),
     }),
     async (c) => {
-      need(c, "operate");
       const { journal } = c.req.valid("param");
       const { limit = 100, after, requestId } = c.req.valid("query");
       const target = journalOf(c, journal).journal;
@@ -817,11 +834,11 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       path: "/v1/journals/{journal}/prune",
       summary: "Forget events every consumer finished with whose window has passed",
       security,
+      middleware: scope("operate"),
       request: { params: s.JournalParamsSchema, ...body(s.PruneBodySchema) },
       responses: ok(s.PruneAnswerSchema, "how many were pruned"),
     }),
     async (c) => {
-      need(c, "operate");
       const { journal } = c.req.valid("param");
       const { now, limit } = c.req.valid("json");
       return c.json((await journalOf(c, journal).journal.prune({ now: now ?? clock(), ...(limit === undefined ? {} : { limit }) })) as never, 200);

@@ -112,3 +112,12 @@ export function usesJournals(principal: Principal): boolean {
 export function mayAppend(principal: Principal, namespace: string): boolean {
   return principal.scopes.has("append:*") || principal.scopes.has(`append:${namespace}`);
 }
+
+/**
+ * Whether `principal` may append events of some namespace (an `append` scope):
+ * what the append routes check before the body is read.
+ */
+export function appendsAny(principal: Principal): boolean {
+  for (const scope of principal.scopes) if (scope.startsWith("append:")) return true;
+  return false;
+}

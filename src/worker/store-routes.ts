@@ -6,17 +6,18 @@
  * - Names in paths (the store, a ledger, a KV or blob key) are ONE path
  *   segment each: `encodeURIComponent(name)`, so `tenants/acme` is sent as
  *   `tenants%2Facme`. Names in bodies and queries are plain.
- * - Order of checks: body gates (size, content type), auth, route, zod shape
+ * - Order of checks: body gates (size, content type), auth, route, the token's
+ *   `store:<store>` or `store:*` scope (403, before anything is validated, so
+ *   a token lacking it learns no field and no store name), zod shape
  *   (400 `invalid_request`), the store name's grammar (400 `invalid_name`),
- *   the token's `store:<store>` or `store:*` scope (403), the store's
- *   existence (404 `unknown_store`), then the store call, whose typed errors
- *   become statuses in `./errors.ts`.
+ *   the store's existence (404 `unknown_store`), then the store call, whose
+ *   typed errors become statuses in `./errors.ts`.
  * - Byte payloads of JSON bodies and answers are standard base64; blobs are
  *   raw `application/octet-stream` bodies, streamed in and out.
  * - No leases and no fences: they need heartbeats and the holder's timers.
  */
 import { createRoute, type OpenAPIHono, type z } from "@hono/zod-openapi";
-import type { Context } from "hono";
+import type { MiddlewareHandler } from "hono";
 import { MAX_BLOB_BYTES } from "../storage/blobs.js";
 import { validateName } from "../storage/names.js";
 import type { Due, OrderedId, OrderedRecord, Rank } from "../storage/ordered/types.js";
@@ -105,10 +106,21 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
   const body = <T extends z.ZodType>(schema: T) => ({ body: { required: true, content: { "application/json": { schema } } } });
   const tags = ["stores"];
 
-  /** The store of a request: grammar (400), scope (403), existence (404). */
-  function storeOf(c: Context<AppEnv>, name: string): RemoteStore {
-    validateName(name);
+  /**
+   * The scope check of every store route (403), the route's `middleware`: @hono/zod-openapi runs it
+   * before the route's validators. It reads the `store` path parameter unvalidated (decoded, as the
+   * validators see it): a `store:<store>` scope names a valid store only, so a malformed name is
+   * 403 to such a token, and 400 (after this check) to a `store:*` one.
+   */
+  const scoped: MiddlewareHandler<AppEnv> = async (c, next) => {
+    const name = c.req.param("store") ?? "";
     if (!mayUseStore(c.get("principal"), name)) throw new ApiError("forbidden", `this token lacks the scope \`store:${name}\` or \`store:*\``);
+    await next();
+  };
+
+  /** The store of a request (its scope already checked by {@link scoped}): grammar (400), existence (404). */
+  function storeOf(name: string): RemoteStore {
+    validateName(name);
     const store = resolveStore(stores, name);
     if (store === undefined) throw new ApiError("unknown_store", `no store \`${name}\``);
     return store;
@@ -116,7 +128,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
 
   const route = <R extends Parameters<typeof createRoute>[0]>(config: R) => {
     remember(config.method, config.path);
-    return createRoute({ ...config, tags, security });
+    return createRoute({ ...config, tags, security, middleware: scoped });
   };
 
   // --- ledger -------------------------------------------------------------------------------------
@@ -133,7 +145,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store, name } = c.req.valid("param");
       const { expected, payload } = c.req.valid("json");
-      const target = storeOf(c, store);
+      const target = storeOf(store);
       // `null` (JSON's NaN) goes on as it is: the store refuses it with its typed error.
       await target.ledger.append(name, expected as number, decodeBase64(payload, "payload"));
       return c.json({ seq: (expected as number) + 1 } as never, 200);
@@ -152,7 +164,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store, name } = c.req.valid("param");
       const { from = 0, limit = 100 } = c.req.valid("query");
-      const target = storeOf(c, store);
+      const target = storeOf(store);
       const cursor = await target.ledger.read(name, from);
       const records: { seq: number; payload: string }[] = [];
       let next: number | null = null;
@@ -185,7 +197,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     }),
     async (c) => {
       const { store, name } = c.req.valid("param");
-      return c.json({ tip: await storeOf(c, store).ledger.tip(name) } as never, 200);
+      return c.json({ tip: await storeOf(store).ledger.tip(name) } as never, 200);
     },
   );
 
@@ -199,7 +211,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     }),
     async (c) => {
       const { store, name } = c.req.valid("param");
-      await storeOf(c, store).ledger.delete(name);
+      await storeOf(store).ledger.delete(name);
       return c.json({} as never, 200);
     },
   );
@@ -217,7 +229,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store } = c.req.valid("param");
       const { prefix = "" } = c.req.valid("query");
-      return c.json({ keys: await storeOf(c, store).kv.keys(prefix) } as never, 200);
+      return c.json({ keys: await storeOf(store).kv.keys(prefix) } as never, 200);
     },
   );
 
@@ -232,7 +244,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     }),
     async (c) => {
       const { store, key } = c.req.valid("param");
-      const entry = await storeOf(c, store).kv.get(key);
+      const entry = await storeOf(store).kv.get(key);
       return c.json({ value: encodeBase64(entry.value), rev: entry.rev } as never, 200);
     },
   );
@@ -249,7 +261,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store, key } = c.req.valid("param");
       const { expectedRev, value } = c.req.valid("json");
-      const target = storeOf(c, store);
+      const target = storeOf(store);
       return c.json({ rev: await target.kv.put(key, expectedRev as number, decodeBase64(value, "value")) } as never, 200);
     },
   );
@@ -264,7 +276,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     }),
     async (c) => {
       const { store, key } = c.req.valid("param");
-      await storeOf(c, store).kv.delete(key);
+      await storeOf(store).kv.delete(key);
       return c.json({} as never, 200);
     },
   );
@@ -282,7 +294,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store } = c.req.valid("param");
       const { prefix = "" } = c.req.valid("query");
-      return c.json({ keys: await storeOf(c, store).blobs.list(prefix) } as never, 200);
+      return c.json({ keys: await storeOf(store).blobs.list(prefix) } as never, 200);
     },
   );
 
@@ -297,7 +309,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     }),
     async (c) => {
       const { store, key } = c.req.valid("param");
-      const target = storeOf(c, store);
+      const target = storeOf(store);
       const length = c.req.header("content-length");
       if (length !== undefined && Number(length) > MAX_BLOB_BYTES) throw new ApiError("payload_too_large", `a blob is at most ${MAX_BLOB_BYTES} bytes`);
       await target.blobs.put(key, byteStream(c.req.raw.body ?? new Uint8Array()));
@@ -317,7 +329,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store, key } = c.req.valid("param");
       // The store's stream is the response body, unread here (typed `unknown` first: its type depends on the platform typings loaded).
-      const stream: unknown = await storeOf(c, store).blobs.get(key);
+      const stream: unknown = await storeOf(store).blobs.get(key);
       // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- needed where the Workers typings are loaded
       return new Response(stream as ReadableStream<Uint8Array>, { status: 200, headers: { "content-type": "application/octet-stream" } }) as never;
     },
@@ -333,7 +345,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     }),
     async (c) => {
       const { store, key } = c.req.valid("param");
-      await storeOf(c, store).blobs.delete(key);
+      await storeOf(store).blobs.delete(key);
       return c.json({} as never, 200);
     },
   );
@@ -354,7 +366,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store } = c.req.valid("param");
       const { id } = c.req.valid("json");
-      const record = await storeOf(c, store).requireOrderedIndex().get(id);
+      const record = await storeOf(store).requireOrderedIndex().get(id);
       return c.json({ record: recordJson(record) } as never, 200);
     },
   );
@@ -370,7 +382,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store } = c.req.valid("param");
       const { id, rankingScope, value, rank, due } = c.req.valid("json");
-      const index = storeOf(c, store).requireOrderedIndex();
+      const index = storeOf(store).requireOrderedIndex();
       // rankingScope, rank and due go on as sent: the index checks them, and only for a new identity.
       const result = await index.create(id, rankingScope as string, orderedValueBytes(id, value), rank as Rank, due as Due);
       return c.json({ record: recordJson(result.record), created: result.created } as never, 200);
@@ -389,7 +401,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store } = c.req.valid("param");
       const { id, expectedRevision, value, rank, due } = c.req.valid("json");
-      const index = storeOf(c, store).requireOrderedIndex();
+      const index = storeOf(store).requireOrderedIndex();
       // expectedRevision, rank and due go on as sent: the index checks them, and only for a live record.
       const record = await index.update(id, expectedRevision as number, orderedValueBytes(id, value), rank as Rank, due as Due);
       return c.json({ record: recordJson(record) } as never, 200);
@@ -407,7 +419,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store } = c.req.valid("param");
       const { id, expectedRevision } = c.req.valid("json");
-      const record = await storeOf(c, store).requireOrderedIndex().delete(id, expectedRevision as number);
+      const record = await storeOf(store).requireOrderedIndex().delete(id, expectedRevision as number);
       return c.json({ record: recordJson(record) } as never, 200);
     },
   );
@@ -423,7 +435,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store } = c.req.valid("param");
       const { namespace, orderingScope, afterOrder = 0, limit = 100 } = c.req.valid("query");
-      const page = await storeOf(c, store).requireOrderedIndex().listOrdered(namespace, orderingScope, afterOrder, limit);
+      const page = await storeOf(store).requireOrderedIndex().listOrdered(namespace, orderingScope, afterOrder, limit);
       return c.json({ records: page.records.map(recordJson), nextAfterOrder: page.nextAfterOrder } as never, 200);
     },
   );
@@ -439,7 +451,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store } = c.req.valid("param");
       const { namespace, rankingScope, after = "", limit = 100 } = c.req.valid("query");
-      const page = await storeOf(c, store).requireOrderedIndex().listRanked(namespace, rankingScope, after, limit);
+      const page = await storeOf(store).requireOrderedIndex().listRanked(namespace, rankingScope, after, limit);
       return c.json({ records: page.records.map(recordJson), nextCursor: page.nextCursor } as never, 200);
     },
   );
@@ -455,7 +467,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
     async (c) => {
       const { store } = c.req.valid("param");
       const { namespace, dueAtOrBefore, after = "", limit = 100 } = c.req.valid("query");
-      const page = await storeOf(c, store).requireOrderedIndex().listDue(namespace, dueAtOrBefore, after, limit);
+      const page = await storeOf(store).requireOrderedIndex().listDue(namespace, dueAtOrBefore, after, limit);
       return c.json({ records: page.records.map(recordJson), nextCursor: page.nextCursor } as never, 200);
     },
   );
