@@ -65,6 +65,7 @@ import type {
   AppendResult,
   Attempt,
   AuditPage,
+  ListAuditOptions,
   Capacity,
   ClaimOptions,
   ConsumerId,
@@ -365,7 +366,7 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
     return this.serve(config, now, (journal) => journal.discard(consumer, requestId, options));
   }
 
-  async listAudit(config: PartitionConfig, now: number, options: { readonly limit?: number; readonly after?: string | null }): Promise<WireOutcome<AuditPage>> {
+  async listAudit(config: PartitionConfig, now: number, options: ListAuditOptions): Promise<WireOutcome<AuditPage>> {
     return this.serve(config, now, (journal) => journal.listAudit(options));
   }
 

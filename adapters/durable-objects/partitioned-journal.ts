@@ -172,6 +172,7 @@ import type {
   Attempt,
   AuditEntry,
   AuditPage,
+  ListAuditOptions,
   BatchAppendResult,
   Capacity,
   ClaimOptions,
@@ -267,7 +268,7 @@ export interface PartitionStub {
   listQuarantined(config: PartitionConfig, now: number, consumer: ConsumerId, options: ListQuarantinedOptions): Promise<WireOutcome<QuarantinePage>>;
   release(config: PartitionConfig, now: number, consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<WireOutcome<void>>;
   discard(config: PartitionConfig, now: number, consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<WireOutcome<void>>;
-  listAudit(config: PartitionConfig, now: number, options: { readonly limit?: number; readonly after?: string | null }): Promise<WireOutcome<AuditPage>>;
+  listAudit(config: PartitionConfig, now: number, options: ListAuditOptions): Promise<WireOutcome<AuditPage>>;
   prune(config: PartitionConfig, now: number, options: PruneOptions): Promise<WireOutcome<{ pruned: number }>>;
   register(config: PartitionConfig, consumer: ConsumerId, now?: number): Promise<WireOutcome<void>>;
   claimable(config: PartitionConfig, consumer: ConsumerId, now: number, limit: number): Promise<WireOutcome<number>>;
@@ -1169,16 +1170,17 @@ export class PartitionedJournal implements UsageJournal {
    * the page is in `at` order across the journal. `seq` is per partition, and
    * the cursor holds one `seq` per partition.
    */
-  async listAudit(options: { readonly limit?: number; readonly after?: string | null } = {}): Promise<AuditPage> {
+  async listAudit(options: ListAuditOptions = {}): Promise<AuditPage> {
     const now = this.clock();
     if (this.partitions === 1) return this.call(0, "listAudit", (stub, config) => stub.listAudit(config, now, options));
-    const { limit, after: cursorText } = checkListAudit(options);
+    const { limit, after: cursorText, requestId } = checkListAudit(options);
+    const only = requestId === undefined ? {} : { requestId };
     const after = parseCursor(AUDIT_CURSOR, cursorText, this.partitions);
     await this.ready();
     const page = await mergedPage<AuditEntry>(
       after,
       limit,
-      (p, from, share) => this.send(p, "listAudit", (stub, config) => stub.listAudit(config, now, { limit: share, after: from > 0 ? `a1.${from}` : null })),
+      (p, from, share) => this.send(p, "listAudit", (stub, config) => stub.listAudit(config, now, { limit: share, after: from > 0 ? `a1.${from}` : null, ...only })),
       (a, b) => a.at < b.at,
       (entry) => entry.seq,
     );

@@ -48,6 +48,7 @@ import type {
   AppendResult,
   Attempt,
   AuditPage,
+  ListAuditOptions,
   BatchAppendResult,
   Capacity,
   ClaimOptions,
@@ -541,11 +542,12 @@ export class HttpJournal implements UsageJournal {
     return this.operate("discard", consumer, requestId, options);
   }
 
-  async listAudit(options: { readonly limit?: number; readonly after?: string | null } = {}): Promise<AuditPage> {
+  async listAudit(options: ListAuditOptions = {}): Promise<AuditPage> {
     const args = checkListAudit(options);
     const after = checkCursorText(args.after);
     const query = new URLSearchParams({ limit: String(args.limit) });
     if (after !== null) query.set("after", after);
+    if (args.requestId !== undefined) query.set("requestId", args.requestId);
     return (await this.send({ method: "GET", path: `/audit?${query.toString()}`, idempotent: true })) as AuditPage;
   }
 

@@ -11,6 +11,7 @@ import type {
   ConsumerId,
   DeliveryId,
   ExtendOptions,
+  ListAuditOptions,
   ListQuarantinedOptions,
   NackOptions,
   OperatorActionOptions,
@@ -164,9 +165,10 @@ export function checkOperatorAction(
 }
 
 /** The arguments of `listAudit`; `after` is left for the journal to parse. */
-export function checkListAudit(options: { readonly limit?: number; readonly after?: string | null }): { limit: number; after: string | null | undefined } {
+export function checkListAudit(options: ListAuditOptions): { limit: number; after: string | null | undefined; requestId: string | undefined } {
   if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "must be an object");
-  return { limit: checkInteger("limit", options.limit ?? 100, 1, 1000), after: options.after };
+  const limit = checkInteger("limit", options.limit ?? 100, 1, 1000);
+  return { limit, after: options.after, requestId: options.requestId === undefined ? undefined : checkRequestId(options.requestId) };
 }
 
 /** The arguments of `prune`. */

@@ -45,7 +45,6 @@ import { Layout, type EventRow, type QuarantineRow, type UnfinishedRow } from ".
 import type {
   AppendResult,
   Attempt,
-  AuditEntry,
   AuditPage,
   BatchAppendResult,
   Capacity,
@@ -57,6 +56,7 @@ import type {
   DeliveryMode,
   ExtendOptions,
   JournalStats,
+  ListAuditOptions,
   ListQuarantinedOptions,
   NackOptions,
   OperatorActionOptions,
@@ -522,8 +522,7 @@ class EngineJournal implements UsageJournal {
       const { event, position, row } = await this.quarantinedFor(work, id, request);
       if (action === "release") await work.release(id, event, position, row, now);
       else await work.discard(id, event, position, row);
-      const seq = await work.nextAuditSeq();
-      work.tx.put(work.layout.audit(seq), { seq, at: now, action, consumer: id, requestId: request, reason: row.reason, actor } satisfies AuditEntry);
+      await work.recordAudit({ at: now, action, consumer: id, requestId: request, reason: row.reason, actor });
     });
   }
 
@@ -535,13 +534,12 @@ class EngineJournal implements UsageJournal {
     return this.operate("discard", consumer, requestId, options);
   }
 
-  async listAudit(options: { readonly limit?: number; readonly after?: string | null } = {}): Promise<AuditPage> {
-    const { limit, ...rest } = checkListAudit(options);
+  async listAudit(options: ListAuditOptions = {}): Promise<AuditPage> {
+    const { limit, requestId, ...rest } = checkListAudit(options);
     const after = parseCursor(AUDIT_CURSOR, rest.after);
     return this.run("readonly", async (work) => {
-      const prefix = work.layout.auditAll();
-      const entries = await work.tx.scan<AuditEntry>({ prefix, lower: [...prefix, after], lowerOpen: true }, { limit: limit + 1 });
-      const items = entries.slice(0, limit).map((entry) => entry.value);
+      const entries = await work.auditEntries(after, limit + 1, requestId);
+      const items = entries.slice(0, limit);
       const last = items[items.length - 1];
       return { items, nextCursor: entries.length > limit && last ? `${AUDIT_CURSOR}${last.seq}` : null };
     });

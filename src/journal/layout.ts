@@ -29,6 +29,7 @@
  * | `l, consumer, until, pos` | 0 | active and leased until `until` |
  * | `w, consumer, until, pos` | 0 | active and waiting (nack) until `until` |
  * | `a, seq` | AuditEntry | operator audit log |
+ * | `b, requestId, seq` | 0 | the audit entries of one event (from `MetaRow.auditIndexedFrom` on) |
  *
  * Two indexes are kept only while something reads them, because every row
  * an append writes is a request on engines with round trips (IndexedDB):
@@ -66,6 +67,14 @@ export interface MetaRow {
   readonly consumers: readonly string[];
   /** Last audit sequence number issued. */
   readonly auditSeq: number;
+  /**
+   * The first audit entry with a `b` row (the per-event index of the audit
+   * log): 1 for a journal created with the index. Absent in data written
+   * before it existed: no entry is indexed, and the first audit entry
+   * written sets it to its own `seq`. Entries below it are found by walking
+   * that part of the log, which no longer grows.
+   */
+  readonly auditIndexedFrom?: number;
   /** Whether the `o` index (drop candidates) is kept; absent means kept. */
   readonly openIndexed?: boolean;
   /**
@@ -241,6 +250,12 @@ export class Layout {
   }
   audit(seq: number): Key {
     return this.k("a", seq);
+  }
+  auditOf(requestId: string, seq: number): Key {
+    return this.k("b", requestId, seq);
+  }
+  auditOfAll(requestId: string): Key {
+    return this.k("b", requestId);
   }
   auditAll(): Key {
     return this.k("a");

@@ -201,6 +201,20 @@ export interface AuditPage {
   readonly nextCursor: string | null;
 }
 
+/** Options of `listAudit`. */
+export interface ListAuditOptions {
+  /** Entries per page, 1..1000 (default 100). */
+  readonly limit?: number;
+  /** The `nextCursor` of the previous page of the same listing (same `requestId`); absent or null for the first page. */
+  readonly after?: string | null;
+  /**
+   * Only the entries of this event (a UUIDv7 request id), every consumer's:
+   * read from a per-event index, so inspecting one event does not walk the
+   * whole log.
+   */
+  readonly requestId?: string;
+}
+
 /** Options of `release` and `discard`. */
 export interface OperatorActionOptions {
   readonly now: number;
@@ -273,8 +287,8 @@ export interface UsageJournal {
   release(consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void>;
   /** Operator: finish a quarantined event without delivering it (it becomes prunable). */
   discard(consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void>;
-  /** The operator audit log, oldest first. */
-  listAudit(options?: { readonly limit?: number; readonly after?: string | null }): Promise<AuditPage>;
+  /** The operator audit log (or one event's part of it, with `requestId`), oldest first, in cursor pages. */
+  listAudit(options?: ListAuditOptions): Promise<AuditPage>;
   /** Forget events every registered consumer finished with whose window has passed. */
   prune(options: PruneOptions): Promise<{ pruned: number }>;
 }

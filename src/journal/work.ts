@@ -32,7 +32,7 @@ import {
   type QuarantineRow,
   type UnfinishedRow,
 } from "./layout.js";
-import type { AppendResult, Attempt, AttemptOutcome, Capacity, Delivery, DeliveryId, PoisonReason, UsageEvent } from "./types.js";
+import type { AppendResult, Attempt, AttemptOutcome, AuditEntry, Capacity, Delivery, DeliveryId, PoisonReason, UsageEvent } from "./types.js";
 import { EventConflictError } from "./errors.js";
 import { readAhead, type ReadGroup, type ScanRequest } from "./read-ahead.js";
 
@@ -182,7 +182,7 @@ export class Work {
 
   /** The meta row of a journal with no data: it keeps the `o` index only when its policy reads it. */
   private emptyMeta(): MetaRow {
-    return { ...EMPTY_META, openIndexed: this.capacity.policy === "drop_oldest", countsFinished: true, agesIndexed: true };
+    return { ...EMPTY_META, openIndexed: this.capacity.policy === "drop_oldest", countsFinished: true, agesIndexed: true, auditIndexedFrom: 1 };
   }
 
   /**
@@ -419,7 +419,7 @@ export class Work {
         {
           prefix: range.prefix,
           ...(lower ? { lower, lowerOpen } : {}),
-          ...(range.upper ? { upper: range.upper } : {}),
+          ...(range.upper ? { upper: range.upper, upperOpen: range.upperOpen ?? false } : {}),
         },
         { limit: chunk },
       );
@@ -1052,9 +1052,39 @@ export class Work {
   }
 
   /** Append an audit entry and return its sequence number. */
-  async nextAuditSeq(): Promise<number> {
-    const seq = (await this.meta()).auditSeq + 1;
-    this.setMeta({ auditSeq: seq });
-    return seq;
+  /** Record an operator action in the audit log, and in its per-event index. */
+  async recordAudit(entry: Omit<AuditEntry, "seq">): Promise<void> {
+    const meta = await this.meta();
+    const seq = meta.auditSeq + 1;
+    this.setMeta(meta.auditIndexedFrom === undefined ? { auditSeq: seq, auditIndexedFrom: seq } : { auditSeq: seq });
+    this.tx.put(this.layout.audit(seq), { seq, ...entry } satisfies AuditEntry);
+    this.tx.put(this.layout.auditOf(entry.requestId, seq), 0);
+  }
+
+  /**
+   * Up to `limit` audit entries after `after` (a seq), oldest first: of one
+   * event when `requestId` is given (from the per-event index, plus a walk of
+   * the part of the log written before the index existed), else of all.
+   */
+  async auditEntries(after: number, limit: number, requestId?: string): Promise<AuditEntry[]> {
+    const log = this.layout.auditAll();
+    if (requestId === undefined) {
+      return (await this.tx.scan<AuditEntry>({ prefix: log, lower: [...log, after], lowerOpen: true }, { limit })).map((entry) => entry.value);
+    }
+    const meta = await this.meta();
+    const indexedFrom = meta.auditIndexedFrom ?? meta.auditSeq + 1;
+    const found: AuditEntry[] = [];
+    if (after + 1 < indexedFrom) {
+      await this.walk<AuditEntry>({ prefix: log, lower: [...log, after], lowerOpen: true, upper: [...log, indexedFrom], upperOpen: true }, (entry) => {
+        if (entry.value.requestId === requestId) found.push(entry.value);
+        return found.length < limit;
+      });
+      if (found.length >= limit) return found;
+    }
+    const index = this.layout.auditOfAll(requestId);
+    const from = Math.max(after, indexedFrom - 1);
+    const seqs = await this.tx.scan({ prefix: index, lower: [...index, from], lowerOpen: true }, { limit: limit - found.length });
+    for (const entry of seqs) found.push((await this.tx.get<AuditEntry>(this.layout.audit(lastPart(entry.key))))!);
+    return found;
   }
 }

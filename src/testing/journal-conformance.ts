@@ -19,6 +19,7 @@ import type {
   ConsumerId,
   Delivery,
   DeliveryId,
+  ListAuditOptions,
   ListQuarantinedOptions,
   PoisonReason,
   UsageEvent,
@@ -474,17 +475,21 @@ function commandArbitraries(canReopen: boolean, canChangeCapacity: boolean): Arb
       }),
     );
 
-  const listAudit = fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined }).map((limit) =>
-    command(`listAudit(${limit === undefined ? "" : `limit=${limit}`})`, async (model, real) => {
-      let after: string | null = null;
-      for (let page = 0; after !== null || page === 0; page++) {
-        if (page === 100) throw new Error(`journal conformance (${model.label}): listAudit did not reach its last page in 100 pages`);
-        const options: { limit?: number; after: string | null } = limit === undefined ? { after } : { limit, after };
-        const outcome = await agree(model, real, `listAudit(${render(options)})`, (journal) => journal.listAudit({ ...options }));
-        after = outcome.ok ? (outcome.value as { nextCursor: string | null }).nextCursor : null;
-      }
-    }),
-  );
+  // The whole log, or one event's entries (mostly of an event an operator acted on: the first ids are appended most).
+  const listAudit = fc
+    .record({ limit: fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined }), id: fc.option(fc.nat({ max: 3 }), { nil: undefined, freq: 2 }) })
+    .map(({ limit, id }) =>
+      command(`listAudit(${limit === undefined ? "" : `limit=${limit}`}${id === undefined ? "" : ` id${id}`})`, async (model, real) => {
+        const requestId = id === undefined ? undefined : pick(REQUEST_IDS, id);
+        let after: string | null = null;
+        for (let page = 0; after !== null || page === 0; page++) {
+          if (page === 100) throw new Error(`journal conformance (${model.label}): listAudit did not reach its last page in 100 pages`);
+          const options: ListAuditOptions = { after, ...(limit === undefined ? {} : { limit }), ...(requestId === undefined ? {} : { requestId }) };
+          const outcome = await agree(model, real, `listAudit(${render(options)})`, (journal) => journal.listAudit({ ...options }));
+          after = outcome.ok ? (outcome.value as { nextCursor: string | null }).nextCursor : null;
+        }
+      }),
+    );
 
   const prune = fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined }).map((limit) =>
     command(`prune(${limit === undefined ? "" : `limit=${limit}`})`, async (model, real) => {

@@ -35,6 +35,7 @@ import type {
   AttemptOutcome,
   AuditEntry,
   AuditPage,
+  ListAuditOptions,
   BatchAppendResult,
   Capacity,
   ClaimOptions,
@@ -656,12 +657,14 @@ export class JournalOracle implements UsageJournal {
     return { items, nextCursor };
   }
 
-  /** Section "listAudit({ limit, after })". */
-  async listAudit(options: { readonly limit?: number; readonly after?: string | null } = {}): Promise<AuditPage> {
+  /** Section "listAudit({ limit, after, requestId })". */
+  async listAudit(options: ListAuditOptions = {}): Promise<AuditPage> {
     checkOptionsObject("options", options);
     const limit = checkLimit(options.limit, MAX_PAGE_LIMIT, DEFAULT_PAGE_LIMIT);
+    const { requestId } = options;
+    if (requestId !== undefined && !isRequestId(requestId)) throw new InvalidArgumentError("requestId", "must be a UUIDv7 request id");
     const after = options.after === undefined || options.after === null ? 0 : parseCursor(AUDIT_CURSOR_PREFIX, options.after);
-    const matching = this.state.audit.filter((entry) => entry.seq > after);
+    const matching = this.state.audit.filter((entry) => entry.seq > after && (requestId === undefined || entry.requestId === requestId));
     const items = matching.slice(0, limit).map((entry) => ({ ...entry }));
     const last = items[items.length - 1];
     const nextCursor = matching.length > limit && last !== undefined ? `${AUDIT_CURSOR_PREFIX}${last.seq}` : null;
