@@ -111,12 +111,17 @@ function parseCursor(prefix: string, after: string | null | undefined): number {
   return value;
 }
 
-/** Reads a stored attempt list the way the semantics say: a lapsed running attempt reads as expired. */
+/**
+ * Reads a stored attempt list the way the semantics say: a lapsed running
+ * attempt reads as expired. Every attempt is a copy: engines hand stored
+ * values back by reference, and what a caller does with its answer must not
+ * reach the rows.
+ */
 function readHistory(history: readonly Attempt[], now: number): Attempt[] {
   return history.map((attempt) =>
     attempt.outcome === null && attempt.leaseExpiresAt <= now
       ? { ...attempt, outcome: { kind: "expired", at: attempt.leaseExpiresAt } }
-      : attempt,
+      : { ...attempt, outcome: attempt.outcome === null ? null : { ...attempt.outcome } },
   );
 }
 
@@ -539,7 +544,8 @@ class EngineJournal implements UsageJournal {
     const after = parseCursor(AUDIT_CURSOR, rest.after);
     return this.run("readonly", async (work) => {
       const entries = await work.auditEntries(after, limit + 1, requestId);
-      const items = entries.slice(0, limit);
+      // Copies: the engine's values are the stored rows.
+      const items = entries.slice(0, limit).map((entry) => ({ ...entry }));
       const last = items[items.length - 1];
       return { items, nextCursor: entries.length > limit && last ? `${AUDIT_CURSOR}${last.seq}` : null };
     });

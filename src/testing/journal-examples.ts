@@ -5,7 +5,7 @@
  * wrong implementation fails with a message naming the guarantee it broke.
  */
 import { BILLING_GRADE, createUsageEvent, parseConsumerId } from "../journal/event.js";
-import type { Capacity, ConsumerId, Delivery, DeliveryId, JsonValue, UsageEvent, UsageJournal } from "../journal/types.js";
+import type { Attempt, Capacity, ConsumerId, Delivery, DeliveryId, JsonValue, UsageEvent, UsageJournal } from "../journal/types.js";
 import { deepEqual, describeError, render, settle } from "./compare.js";
 import type { ConformanceCase, JournalConformanceOptions, JournalSubject } from "./journal-conformance.js";
 import { virtualClock, type VirtualClock } from "./virtual-clock.js";
@@ -1145,6 +1145,36 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
       expectEqual(handed(await reopened.claim(billing, lease(time))), [`${rid(2)}#2`, `${rid(4)}#1`], "the expired lease is redelivered as attempt 2");
     });
   }
+
+  example("what a journal hands out is the caller's: changing attempts, quarantine items or audit entries changes nothing stored", {}, async ({ journal, time, t0 }) => {
+    await journal.appendBatch([usage(1, "user-1", t0), usage(2, "user-1", t0), usage(3, "user-2", t0)]);
+    const [first, third] = await journal.claim(billing, lease(time));
+    const scribble = (attempts: readonly Attempt[]) => {
+      for (const attempt of attempts as Attempt[]) {
+        Object.assign(attempt, { attempt: 99, claimedAt: 0, leaseExpiresAt: 0 });
+        if (attempt.outcome) Object.assign(attempt.outcome, { kind: "acked", at: 0 });
+        else Object.assign(attempt, { outcome: { kind: "acked", at: 0 } });
+      }
+    };
+    scribble(await journal.attempts(billing, rid(1)));
+    const running = [{ attempt: 1, claimedAt: t0, leaseExpiresAt: t0 + 1000, outcome: null }];
+    expectEqual(await journal.attempts(billing, rid(1)), running, "the running attempt, after its copy was changed");
+    expectEqual(await journal.extend(only([first!], "claim").id, { leaseMs: 1000, now: t0 }), { leaseExpiresAt: t0 + 1000 }, "the lease still runs: extend");
+    await journal.ack(first!.id);
+    await journal.quarantine(third!.id, "malformed");
+    const item = only((await journal.listQuarantined(billing)).items, "quarantine listing");
+    scribble(item.attempts);
+    await journal.release(billing, rid(3), { now: t0, actor: "ops" });
+    const entry = only((await journal.listAudit()).items, "audit log");
+    Object.assign(entry, { actor: "mallory", action: "discard" });
+    Object.assign(only((await journal.listAudit({ requestId: rid(3) })).items, "audit of event 3"), { actor: "mallory" });
+    expectEqual(
+      (await journal.listAudit()).items.map((audit) => [audit.action, audit.actor]),
+      [["release", "ops"]],
+      "the audit log, after its copies were changed",
+    );
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`, `${rid(3)}#2`], "event 2 follows the ack; event 3 comes back");
+  });
 
   example("BILLING_GRADE is the spec's default: 1,000,000 events, 8 attempts, 24 h retention, refuse", BILLING_GRADE, async ({ journal }) => {
     const spec = { maxEvents: 1_000_000, maxDeliveryAttempts: 8, retainAcknowledgedMs: 86_400_000, policy: "refuse" };
