@@ -50,7 +50,8 @@ export function checkBatch(events: readonly UsageEvent[]): (UsageEvent | Journal
   if (events.length > MAX_BATCH_EVENTS) {
     throw new InvalidArgumentError("events", `a batch holds at most ${MAX_BATCH_EVENTS} events, got ${events.length}`);
   }
-  return events.map((event): UsageEvent | JournalError => {
+  // Array.from, not map: map skips the holes of a sparse array, which must be refused in place too.
+  return Array.from(events, (event): UsageEvent | JournalError => {
     try {
       return checkUsageEvent(event);
     } catch (error) {
@@ -70,7 +71,7 @@ export function checkAckBatch(deliveries: readonly DeliveryId[]): (DeliveryId | 
   if (deliveries.length > MAX_ACK_BATCH) {
     throw new InvalidArgumentError("deliveries", `a batch holds at most ${MAX_ACK_BATCH} deliveries, got ${deliveries.length}`);
   }
-  return deliveries.map((delivery): DeliveryId | JournalError => {
+  return Array.from(deliveries, (delivery): DeliveryId | JournalError => {
     try {
       return checkDeliveryId(delivery);
     } catch (error) {

@@ -11,7 +11,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
-import { createJournal, parseConsumerId, type Engine } from "../../src/index.js";
+import { createJournal, createUsageEvent, newRequestId, parseConsumerId, type DeliveryId, type Engine, type UsageEvent } from "../../src/index.js";
 import { journalConformanceCases } from "../../src/testing/index.js";
 import { readingAhead } from "./support/reading-ahead.js";
 
@@ -48,6 +48,26 @@ describe("createJournal without a capacity", () => {
       const spec = { maxEvents: 1_000_000, maxDeliveryAttempts: 8, retainAcknowledgedMs: 86_400_000, policy: "refuse" };
       expect(journal.capacity).toEqual(spec);
       expect((await journal.stats(parseConsumerId("billing"))).capacity).toEqual(spec);
+    } finally {
+      await engine.close();
+    }
+  });
+});
+
+describe("batches with holes (sparse arrays)", () => {
+  it("refuse each hole in place with a typed error, as the reference model does, and store the rest", async () => {
+    const engine = memoryEngine();
+    try {
+      const journal = createJournal(engine, { name: "usage" });
+      const event = createUsageEvent({ record: { requestId: newRequestId(), namespace: "acme", subject: "user-1", data: { n: 1 } }, observedAt: 1 });
+      const events: UsageEvent[] = [];
+      events[1] = event;
+      const results = await journal.appendBatch(events);
+      expect(results).toMatchObject([{ status: "rejected", error: { code: "invalid_event" } }, { status: "accepted", position: 1 }]);
+      const deliveries: DeliveryId[] = [];
+      deliveries[2] = (await journal.claim(parseConsumerId("billing"), { maxEvents: 1, leaseMs: 1000, now: 1 }))[0]!.id;
+      const acks = await journal.ackBatch(deliveries);
+      expect(acks).toMatchObject([{ ok: false, error: { code: "invalid_argument" } }, { ok: false, error: { code: "invalid_argument" } }, { ok: true }]);
     } finally {
       await engine.close();
     }
