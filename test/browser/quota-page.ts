@@ -48,6 +48,33 @@ function describeRefusal(error: unknown): Refusal {
   };
 }
 
+/** The origin's usage in bytes as the page sees it (`estimate()` does not show a DevTools quota override; the test reads that). */
+async function usage(): Promise<number> {
+  return (await navigator.storage.estimate()).usage ?? -1;
+}
+
+/** One step of `drain`: its answer (`detail` when it succeeded, `refusal` when not) and the origin's usage after it. */
+export interface DrainStep {
+  readonly step: string;
+  readonly ok: boolean;
+  readonly detail: unknown;
+  readonly refusal: Refusal | null;
+  readonly usage: number;
+}
+
+/** What `drain` did: every step in order, the events its claims delivered, and what the journal holds after. */
+export interface Drained {
+  readonly steps: DrainStep[];
+  /** Event ids the draining claims delivered, in order. */
+  readonly claimed: string[];
+  /** Stats after the final append (null if refused). */
+  readonly after: { pending: number; inFlight: number; quarantined: number } | null;
+  /** The event `drain` appended after pruning. */
+  readonly appended: string;
+  /** What the claim after the append delivered (null if refused). */
+  readonly deliveredAfter: string[] | null;
+}
+
 const refused = new Map<string, UsageEvent>();
 
 const api = {
@@ -78,6 +105,60 @@ const api = {
     const pendingAfter = (await journal.stats(consumer)).pending;
     await engine.close();
     return { accepted, refusal, batchRefusal, pendingAfter };
+  },
+
+  /**
+   * With the origin still at quota (nothing lifted after `fill`), do what a
+   * forwarder does to free space, reporting every step: claim until nothing
+   * is left (each round acks its first delivery with `ack` and the rest with
+   * `ackBatch`), prune past the retention window, append a new event, then
+   * read the stats and claim again (past the window too). Stops draining at
+   * the first refusal; the later steps still run and report theirs.
+   */
+  async drain(database: string): Promise<Drained> {
+    const engine = indexedDbEngine({ name: database });
+    const journal = createJournal(engine, { name: "usage", capacity });
+    // Acks are stamped by the journal's clock (now); a minute and a second later they are past the window.
+    const later = Date.now() + capacity.retainAcknowledgedMs + 1_000;
+    const steps: DrainStep[] = [];
+    const step = async <T>(name: string, run: () => Promise<T>, detail: (value: T) => unknown): Promise<{ value: T } | null> => {
+      try {
+        const value = await run();
+        steps.push({ step: name, ok: true, detail: detail(value), refusal: null, usage: await usage() });
+        return { value };
+      } catch (error) {
+        steps.push({ step: name, ok: false, detail: null, refusal: describeRefusal(error), usage: await usage() });
+        return null;
+      }
+    };
+    const claimed: string[] = [];
+    for (let round = 0; round < 1000; round++) {
+      const batch = await step("claim", () => journal.claim(consumer, { maxEvents: 1000, leaseMs: 60_000, now: Date.now() }), (deliveries) => deliveries.length);
+      if (batch === null || batch.value.length === 0) break;
+      const [first, ...rest] = batch.value;
+      for (const delivery of batch.value) claimed.push(delivery.event.id);
+      if ((await step("ack", () => journal.ack(first!.id), () => 1)) === null) break;
+      if (rest.length === 0) continue;
+      const acked = await step(
+        "ackBatch",
+        () => journal.ackBatch(rest.map((delivery) => delivery.id)),
+        (results) => results.filter((result) => result.ok).length,
+      );
+      if (acked === null) break;
+    }
+    await step("prune", () => journal.prune({ now: later }), (result) => result.pruned);
+    const event = bigEvent("user-0", 56);
+    await step("append", () => journal.append(event), (result) => result.status);
+    const after = await step("stats", () => journal.stats(consumer), (stats) => ({ pending: stats.pending, inFlight: stats.inFlight, quarantined: stats.quarantined }));
+    const delivered = await step("claim after", () => journal.claim(consumer, { maxEvents: 100, leaseMs: 60_000, now: later }), (deliveries) => deliveries.length);
+    await engine.close();
+    return {
+      steps,
+      claimed,
+      after: after === null ? null : { pending: after.value.pending, inFlight: after.value.inFlight, quarantined: after.value.quarantined },
+      appended: event.id,
+      deliveredAfter: delivered === null ? null : delivered.value.map((delivery) => delivery.event.id),
+    };
   },
 
   /** Reopen the database (quota lifted): every accepted event in order, and the refused ones appendable as new. */
