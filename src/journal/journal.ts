@@ -249,7 +249,7 @@ class EngineJournal implements UsageJournal {
           // One round for what the append reads, on engines with round trips.
           await work.readAheadForAppend([pending.event], { now: pending.now, limit: OPPORTUNISTIC_PRUNE_LIMIT });
           await work.prune(pending.now, OPPORTUNISTIC_PRUNE_LIMIT);
-          const outcome = await work.append(pending.event);
+          const outcome = await work.append(pending.event, pending.now);
           // Thrown inside the transaction: a refused append changes nothing, not even its pruning.
           if (outcome instanceof JournalError) throw outcome;
           return outcome;
@@ -272,7 +272,7 @@ class EngineJournal implements UsageJournal {
         const accepted: AppendResult[] = [];
         for (const pending of group) {
           await work.prune(pending.now, OPPORTUNISTIC_PRUNE_LIMIT);
-          const outcome = await work.append(pending.event);
+          const outcome = await work.append(pending.event, pending.now);
           // A refusal must change nothing, not even its own pruning: undo the group.
           if (outcome instanceof JournalError) throw outcome;
           accepted.push(outcome);
@@ -295,7 +295,7 @@ class EngineJournal implements UsageJournal {
       await work.prune(now, OPPORTUNISTIC_PRUNE_LIMIT);
       const results: BatchAppendResult[] = [];
       for (const event of checked) {
-        const outcome = event instanceof JournalError ? event : await work.append(event);
+        const outcome = event instanceof JournalError ? event : await work.append(event, now);
         results.push(outcome instanceof JournalError ? { status: "rejected", error: outcome } : outcome);
       }
       return results;

@@ -740,10 +740,12 @@ export class Work {
   }
 
   /**
-   * Make room for `needed` more events before an append, or refuse it having
-   * deleted nothing. Delivered events go first (in `x` order: observed first,
-   * then appended first), then, under `drop_oldest`, drop candidates (in `o`
-   * order: oldest position first), each drop counted in `dropped`.
+   * Make room for `needed` more events before an append at `now`, or refuse
+   * it having deleted nothing. Delivered events go first (in `x` order:
+   * observed first, then appended first), then, under `drop_oldest`, drop
+   * candidates (in `o` order: oldest position first) that no consumer holds
+   * in flight at `now` (its consumer is working on it: dropping it would let
+   * its key's next event go out beside it), each drop counted in `dropped`.
    *
    * Whether enough can go is decided before anything is deleted: a refusal
    * returns (it does not throw), so the caller may go on in the same
@@ -753,13 +755,28 @@ export class Work {
    * larger one); each scan reads at most what is needed, so a full journal
    * reads as before: one entry.
    */
-  private async makeRoom(needed: number): Promise<AtCapacityError | null> {
+  private async makeRoom(needed: number, now: number): Promise<AtCapacityError | null> {
     const delivered = await this.tx.scan({ prefix: this.layout.deliveredAll() }, { limit: needed });
-    let open: Entry[] = [];
+    const open: Entry[] = [];
     if (delivered.length < needed && this.capacity.policy === "drop_oldest") {
       // Building the index writes only rows every later drop_oldest journal keeps anyway: no trace of a refusal.
       if (!(await this.openIndexed())) await this.buildOpenIndex();
-      open = await this.tx.scan({ prefix: this.layout.openAll() }, { limit: needed - delivered.length });
+      const wanted = needed - delivered.length;
+      const consumers = (await this.meta()).consumers;
+      await this.walk(
+        { prefix: this.layout.openAll() },
+        async (entry) => {
+          const position = lastPart(entry.key);
+          let held = false;
+          for (const consumer of consumers) {
+            const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
+            if (row !== undefined && inFlightAt(row, now)) held = true;
+          }
+          if (!held) open.push(entry);
+          return open.length < wanted;
+        },
+        wanted,
+      );
     }
     if (delivered.length + open.length < needed) {
       // What the journal would retain had it given up all it could: none of it delivered, none of it droppable.
@@ -772,8 +789,8 @@ export class Work {
     return null;
   }
 
-  /** Append one checked event: the outcome, or the error that refused it (having written nothing). */
-  async append(event: UsageEvent): Promise<AppendResult | JournalError> {
+  /** Append one checked event at `now`: the outcome, or the error that refused it (having written nothing). */
+  async append(event: UsageEvent, now: number): Promise<AppendResult | JournalError> {
     const known = await this.positionOf(event.id);
     if (known !== undefined) {
       const stored = await this.eventAt(known);
@@ -782,7 +799,7 @@ export class Work {
     }
     const stored = (await this.meta()).stored;
     if (stored >= this.capacity.maxEvents) {
-      const refused = await this.makeRoom(stored - this.capacity.maxEvents + 1);
+      const refused = await this.makeRoom(stored - this.capacity.maxEvents + 1, now);
       if (refused) return refused;
     }
     const meta = await this.meta();

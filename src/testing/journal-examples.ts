@@ -776,10 +776,29 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     expectEqual(await journal.append(usage(3, "user-3", t0)), { status: "accepted", position: 3 }, "the third append");
     expectEqual(await journal.stats(billing), stats(capacity, { pending: 2, inFlight: 0, quarantined: 0, oldestPendingAgeMs: 0, dropped: 1 }), "one dropped");
     expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`, `${rid(3)}#1`], "event 1 was dropped");
+    time.advance(1000);
     expectEqual(await journal.append(usage(1, "user-1", t0)), { status: "accepted", position: 4 }, "the dropped id is forgotten");
-    expectEqual((await journal.stats(billing)).dropped, 2, "event 2 (in flight, unacknowledged) made room");
+    expectEqual((await journal.stats(billing)).dropped, 2, "event 2 (unacknowledged, its lease run out) made room");
     await expectRejects(() => journal.ack(delivery(billing, 2, 1)), notOutstanding(delivery(billing, 2, 1)), "the dropped event is gone");
   });
+
+  example(
+    "drop_oldest never drops an event in flight: its key's next event would go out beside it",
+    { maxEvents: 2, policy: "drop_oldest" },
+    async ({ journal, time, t0, capacity }) => {
+      await journal.append(usage(1, "user-1", t0));
+      await journal.append(usage(2, "user-1", t0));
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#1`], "event 1 in flight, event 2 waits behind it");
+      expectEqual(await journal.append(usage(3, "user-2", t0)), { status: "accepted", position: 3 }, "event 2 is dropped, not event 1");
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(3)}#1`], "nothing more of user-1 while event 1 is in flight");
+      await expectRejects(() => journal.append(usage(4, "user-3", t0)), atCapacity(2, capacity), "everything stored is in flight");
+      expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 2, quarantined: 0, oldestPendingAgeMs: null, dropped: 1 }), "stats");
+      time.advance(1000);
+      expectEqual(await journal.append(usage(4, "user-3", t0)), { status: "accepted", position: 4 }, "a lease that ran out is no longer in flight: event 1 goes");
+      await expectRejects(() => journal.ack(delivery(billing, 1, 1)), notOutstanding(delivery(billing, 1, 1)), "the dropped event is gone");
+      expectEqual((await journal.stats(billing)).dropped, 2, "dropped");
+    },
+  );
 
   example(
     "drop_oldest drops the event waiting longest in the journal (appended first), whatever its observedAt",
@@ -803,6 +822,7 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
       await journal.append(usage(2, "user-2", t0));
       await journal.claim(billing, lease(time));
       await journal.quarantine(delivery(billing, 1, 1), "malformed");
+      time.advance(1000); // event 2's lease runs out: in flight, it would not be dropped
       expectEqual(await journal.append(usage(3, "user-3", t0)), { status: "accepted", position: 3 }, "event 2 is dropped, not event 1");
       expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(3)}#1`], "event 3");
       await journal.quarantine(delivery(billing, 3, 1), "rejected");
@@ -827,16 +847,17 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
         expectEqual(handed(await journal.claim(billing, lease(time))), [1, 2, 3, 4, 5].map((n) => `${rid(n)}#1`), "claim of all five");
         await journal.ack(delivery(billing, 1, 1)); // delivered, inside its window: reclaimable
         for (const n of [3, 4, 5]) await journal.quarantine(delivery(billing, n, 1), "malformed"); // never drop candidates
-        // Event 2 stays in flight: a drop candidate. Five stored; two would make room, four are needed.
+        // Event 2 is given back for a minute (not in flight): a drop candidate. Five stored; two would make room, four are needed.
+        await journal.nack(delivery(billing, 2, 1), { retryAfterMs: 60_000, error: "later", now: t0 });
         const unchanged = async (reopened: UsageJournal, bounds: Capacity, what: string): Promise<void> => {
-          expectEqual(await reopened.stats(billing), stats(bounds, { pending: 0, inFlight: 1, quarantined: 3, oldestPendingAgeMs: null }), `${what}: stats, nothing dropped`);
+          expectEqual(await reopened.stats(billing), stats(bounds, { pending: 1, inFlight: 0, quarantined: 3, oldestPendingAgeMs: 0 }), `${what}: stats, nothing dropped`);
           expectEqual(
             await settle(() => reopened.append(usage(1, "user-1", t0))),
             { ok: true, value: { status: "already_present", position: 1 } },
             `${what}: delivered event 1 was not reclaimed`,
           );
-          expectEqual(handed(await reopened.claim(billing, lease(time))), [], `${what}: the lease on event 2 still runs`);
-          expectEqual((await reopened.attempts(billing, rid(2))).length, 1, `${what}: in-flight event 2 was not dropped`);
+          expectEqual(handed(await reopened.claim(billing, lease(time))), [], `${what}: event 2 still waits out its minute`);
+          expectEqual((await reopened.attempts(billing, rid(2))).length, 1, `${what}: event 2 was not dropped`);
           expectEqual((await reopened.listQuarantined(billing)).items.map((item) => item.position), [3, 4, 5], `${what}: the quarantined events stay`);
         };
 

@@ -341,7 +341,12 @@ export class JournalOracle implements UsageJournal {
       return;
     }
     if (this.capacity.policy === "refuse") throw new AtCapacityError(this.state.events.length, this.capacity);
-    const droppable = this.state.events.find((stored) => !this.isQuarantinedByAnyone(stored.position));
+    // Neither quarantined (evidence) nor in flight for anyone (its consumer is working on it: dropping
+    // it would let the key's next event go out beside it, two in flight for one key).
+    const now = this.clock();
+    const droppable = this.state.events.find(
+      (stored) => !this.isQuarantinedByAnyone(stored.position) && !this.state.consumers.some((c) => isInFlight(this.statusOf(c, stored.position), now)),
+    );
     if (droppable === undefined) throw new AtCapacityError(this.state.events.length, this.capacity);
     this.deleteEvent(droppable.position);
     this.state.dropped += 1;
