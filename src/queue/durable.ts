@@ -5,7 +5,7 @@
  * Every call that changes the queue (each enqueue, whatever its outcome, and
  * each consume that hands out an item) is appended to the ledger as one
  * record BEFORE it takes effect in memory, so a failed append changes
- * nothing, and replaying the ledger rebuilds exactly the queue, its
+ * nothing in memory, and replaying the ledger rebuilds exactly the queue, its
  * remembered keys and its counters. Sheds and duplicates are journaled too:
  * their `now` drives eviction of remembered keys, and without them a rebuilt
  * queue could remember keys the live one had forgotten.
@@ -22,6 +22,42 @@
  * hand item 7 out twice, or count one duplicate for two calls). The ledger
  * grows with every call; compaction is not part of this module.
  *
+ * Delivery is at most once, and an item is lost only in the window every
+ * at-most-once queue has. A consume's record is the item's delivery: once it
+ * is in the ledger the item is consumed, for this instance, any other and any
+ * replay, and it is never handed out again. So the record of a call that
+ * failed must still reach a consumer:
+ * - An append whose outcome is unknown (`appendDefinite` threw
+ *   `AppendVerifyError`: the append was ambiguous, e.g. a reply lost by a
+ *   networked ledger, and the read that would resolve it failed or found
+ *   nothing) is resolved by reading the ledger again, up to
+ *   {@link VERIFY_READS} times. If the record is this call's, the call
+ *   succeeds with its outcome (a consume returns its item, an enqueue its
+ *   verdict, counted once); if another record holds the position, this one
+ *   never can, and the call decides again.
+ * - When the outcome is still unknown, the call rejects with that
+ *   `AppendVerifyError` and the instance remembers a consume's record (its
+ *   bytes, unique by the nonce, and its position). When the instance next
+ *   reads that record from the ledger (its next enqueue or consume does: an
+ *   append at that position conflicts), the item is held and handed to
+ *   the next `consume()` of this instance, before any queued item: it
+ *   reaches a consumer exactly once. A held item is already counted in
+ *   `<lane>_consumed` and is not in `len()`, as a replay of the ledger says.
+ *   An unknown enqueue needs no note: if its record landed, the item is
+ *   queued, and the sender's retry is admitted as a duplicate.
+ * - What cannot be covered: the record landed, the call could not learn so,
+ *   and the instance is gone (a restart, or a queue opened per request)
+ *   before it read the record. A reopened queue cannot tell that record from
+ *   a consume whose item was handed out just before a crash (both are the
+ *   last record of a writer that is gone; confirming delivery in a later
+ *   record only moves the window to that record's own ambiguous append), and
+ *   handing it out again could make the key reach the consumer twice, which
+ *   the spec forbids. So such an item counts as consumed and is not handed
+ *   out, the same outcome as a crash after a consume's append committed and
+ *   before its caller received the item. A caller that must not lose items
+ *   keeps the instance that saw `AppendVerifyError` and calls `consume()`
+ *   again on it.
+ *
  * Record format: a 4-byte big-endian header length, a UTF-8 JSON header
  * (`{"v":1,"op":"enqueue","outcome","key","now","nonce"}` or
  * `{"v":1,"op":"consume","id","nonce"}`), then the payload of an admitted
@@ -29,11 +65,11 @@
  * and records written before it existed (without one) replay as before.
  */
 import { copyBytes } from "../storage/copy.js";
-import { ConflictError, StorageError } from "../storage/errors.js";
+import { AppendVerifyError, ConflictError, StorageError } from "../storage/errors.js";
 import { appendDefinite, type Ledger } from "../storage/ledger.js";
 import { validateName } from "../storage/names.js";
 import { throwIfAborted, type CallOptions } from "../storage/options.js";
-import { randomBytes, toHex, utf8Decode, utf8Encode } from "../storage/web.js";
+import { randomBytes, sameBytes, toHex, utf8Decode, utf8Encode } from "../storage/web.js";
 import { checkCapacity, checkKey, checkLane, checkNow, checkPayload } from "./checks.js";
 import { QueueState, type Admission, type EnqueueOutcome, type QueueItem, type QueueLane, type QueueStats } from "./state.js";
 
@@ -59,6 +95,12 @@ export class QueueReplayError extends StorageError {
 
 /** How many times one call re-decides after losing a race to another writer. */
 const MAX_RACE_RETRIES = 64;
+
+/**
+ * How many more times a call reads the ledger to resolve an append whose
+ * outcome `appendDefinite` could not verify, before it rejects.
+ */
+const VERIFY_READS = 2;
 
 type Header = { readonly v: 1; readonly op: "enqueue"; readonly outcome: EnqueueOutcome; readonly key: string; readonly now: number } | { readonly v: 1; readonly op: "consume"; readonly id: number };
 
@@ -91,6 +133,18 @@ function decode(bytes: Uint8Array): { header: Header; payload: Uint8Array } {
   return { header, payload: bytes.slice(4 + length) };
 }
 
+/** A record this instance appended without learning whether it landed. */
+interface Unconfirmed {
+  /** The only position it can hold (its append was conditional on the one before). */
+  readonly seq: number;
+  readonly bytes: Uint8Array;
+  readonly op: Header["op"];
+  /** Its call is still running (resolving it), rather than rejected. */
+  live: boolean;
+  /** Set when it is read back from the ledger: what applying it returned. */
+  landed?: { readonly item: QueueItem | undefined };
+}
+
 /**
  * The durable {@link EventQueue}: the same rules, every call journaled to a
  * ledger first. Obtain one with `EventQueue.fromLedger`.
@@ -99,6 +153,10 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
   private state: QueueState;
   private tip = 0;
   private chain: Promise<unknown> = Promise.resolve();
+  /** Records appended with an unknown outcome, until their position is filled (consumes only, once their call rejected). */
+  private unconfirmed: Unconfirmed[] = [];
+  /** Items whose consume record landed after its call rejected: the next `consume()` hands them out first. */
+  private readonly held: QueueItem[] = [];
 
   private constructor(
     private readonly ledger: Ledger,
@@ -141,11 +199,59 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
         } catch (error) {
           throw new QueueReplayError(this.name, record.seq, "not a queue record", error);
         }
-        this.apply(decoded.header, decoded.payload, record.seq);
+        const item = this.apply(decoded.header, decoded.payload, record.seq);
         this.tip = record.seq;
+        if (this.unconfirmed.length > 0) this.recognize(record.seq, record.payload, item);
       }
     } finally {
       await cursor.close();
+    }
+  }
+
+  /**
+   * Record `seq` was just applied: if it is one this instance appended
+   * unconfirmed, its call (still running) gets its outcome, or (its call
+   * rejected) a consume's item is held for the next `consume()`. Either way no
+   * other record can land at `seq` now, so the notes for it are dropped.
+   */
+  private recognize(seq: number, bytes: Uint8Array, item: QueueItem | undefined): void {
+    for (const note of this.unconfirmed) {
+      if (note.seq !== seq || !sameBytes(note.bytes, bytes)) continue;
+      if (note.live) note.landed = { item };
+      else if (note.op === "consume" && item !== undefined) this.held.push(item);
+    }
+    this.forget(seq);
+  }
+
+  /** Drop the notes of positions up to `seq`, which are filled. */
+  private forget(seq: number): void {
+    if (this.unconfirmed.length > 0) this.unconfirmed = this.unconfirmed.filter((note) => note.seq > seq);
+  }
+
+  /**
+   * `appendDefinite` could not tell whether `bytes` landed at `tip + 1`: read
+   * the ledger again (up to {@link VERIFY_READS} times while reads fail).
+   * Returns the outcome when the record is read back as this call's own;
+   * otherwise the position was filled by another record (`tip` passed it) or
+   * is still empty (the outcome stays unknown, and a consume's note stays,
+   * for a later read to recognize).
+   */
+  private async resolve(bytes: Uint8Array, op: Header["op"], options?: CallOptions): Promise<{ readonly item: QueueItem | undefined } | undefined> {
+    const note: Unconfirmed = { seq: this.tip + 1, bytes, op, live: true };
+    this.unconfirmed.push(note);
+    try {
+      for (let read = 0; read < VERIFY_READS && this.tip < note.seq; read++) {
+        try {
+          await this.catchUp(options);
+          break;
+        } catch {
+          // Still unknown; the caller gets the AppendVerifyError.
+        }
+      }
+      return note.landed;
+    } finally {
+      note.live = false;
+      if (op !== "consume") this.unconfirmed = this.unconfirmed.filter((other) => other !== note);
     }
   }
 
@@ -167,27 +273,41 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
    * Decide, journal, apply; on a lost race, replay the winner's records and
    * decide again. Each attempt's record has its own nonce, so a
    * `ConflictError` from `appendDefinite` means another writer's record is at
-   * that position, even if it decided exactly what this attempt did.
+   * that position, even if it decided exactly what this attempt did. An
+   * `AppendVerifyError` (outcome unknown) is resolved by {@link resolve}, and
+   * rethrown when it cannot be.
    */
   private async journal<T>(decide: () => { header: Header; payload?: Uint8Array } | { done: T }, finish: (item: QueueItem | undefined, header: Header) => T, options?: CallOptions): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const decision = decide();
       if ("done" in decision) return decision.done;
+      const bytes = encode(decision.header, decision.payload);
+      const seq = this.tip + 1;
       try {
-        await appendDefinite(this.ledger, this.name, this.tip, encode(decision.header, decision.payload), options);
+        await appendDefinite(this.ledger, this.name, this.tip, bytes, options);
       } catch (error) {
+        if (error instanceof AppendVerifyError) {
+          const landed = await this.resolve(bytes, decision.header.op, options);
+          if (landed !== undefined) return finish(landed.item, decision.header);
+          // Another record holds the position, so this one never will: decide again.
+          if (this.tip >= seq && attempt < MAX_RACE_RETRIES) continue;
+          throw error;
+        }
         if (!(error instanceof ConflictError) || attempt >= MAX_RACE_RETRIES) throw error;
         await this.catchUp(options);
         continue;
       }
-      this.tip += 1;
-      return finish(this.apply(decision.header, decision.payload ?? new Uint8Array(), this.tip), decision.header);
+      this.tip = seq;
+      this.forget(seq);
+      return finish(this.apply(decision.header, decision.payload ?? new Uint8Array(), seq), decision.header);
     }
   }
 
   /**
    * As `EventQueue.enqueue` (the same argument checks, payload size included), journaled first.
-   * Rejects (changing nothing) when the ledger append fails.
+   * Rejects (changing nothing) when the ledger append fails; with `AppendVerifyError` when its
+   * outcome stays unknown after {@link VERIFY_READS} more reads (the item may be queued: a retry
+   * of the same key is then admitted as a duplicate, and the item is queued once).
    */
   async enqueue(key: string, payload: Uint8Array, now: number, options?: CallOptions): Promise<Admission> {
     checkKey(key);
@@ -207,18 +327,28 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
   }
 
   /**
-   * As `EventQueue.consume`, journaled first. When this instance knows of no
-   * queued item it reads the ledger's newer records first, so items another
-   * instance over the same ledger enqueued are handed out too (a queued item
-   * it knows of is claimed by a conditional append, which fails and re-reads
-   * when another instance wrote meanwhile).
+   * As `EventQueue.consume`, journaled first: the item is handed out only
+   * once its consume record is known to be in the ledger. When this instance
+   * knows of no queued item it reads the ledger's newer records first, so
+   * items another instance over the same ledger enqueued are handed out too
+   * (a queued item it knows of is claimed by a conditional append, which
+   * fails and re-reads when another instance wrote meanwhile).
+   *
+   * An item whose consume record landed while its call rejected (see the
+   * module comment) is handed out by the next call, before any queued item.
+   *
+   * @throws {AppendVerifyError} when the append's outcome stays unknown after
+   *   {@link VERIFY_READS} more reads; if its record did land, a later call on
+   *   this instance hands the item out. Other ledger errors: nothing changed.
    */
   async consume(options?: CallOptions): Promise<QueueItem | undefined> {
     throwIfAborted(options);
     return this.serialize(async () => {
-      if (this.state.peek() === undefined) await this.catchUp(options);
+      if (this.held.length === 0 && this.state.peek() === undefined) await this.catchUp(options);
       return this.journal<QueueItem | undefined>(
         () => {
+          const held = this.held.shift();
+          if (held !== undefined) return { done: { id: held.id, key: held.key, payload: copyBytes(held.payload) } };
           const head = this.state.peek();
           return head === undefined ? { done: undefined } : { header: { v: 1, op: "consume", id: head.id } };
         },

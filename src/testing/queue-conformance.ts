@@ -3,17 +3,19 @@
  * `EventQueue` and the ledger-backed one (over an engine from the factory,
  * with restarts that rebuild it by replay) driven beside the reference model
  * ({@link QueueOracle}) with random calls, plus readable examples named after
- * each rule (`./queue-examples.ts`).
+ * each rule (`./queue-examples.ts`). The ledger-backed run also injects the
+ * faults of a networked ledger: an append that commits (or not) but reports
+ * `AmbiguousError`, and reads that fail, as `AppendVerifyError` comes of them.
  */
 import fc from "fast-check";
 import type { Arbitrary, AsyncCommand } from "fast-check";
 import type { DurableEventQueue } from "../queue/durable.js";
 import { EventQueue } from "../queue/event-queue.js";
-import { IDEM_WINDOW_MS, QUEUE_LANES, type QueueLane } from "../queue/state.js";
+import { IDEM_WINDOW_MS, QUEUE_LANES, type QueueItem, type QueueLane } from "../queue/state.js";
 import type { Ledger } from "../storage/ledger.js";
 import { createStore } from "../storage/store.js";
 import type { ConformanceCase } from "./journal-conformance.js";
-import { queueExampleCases } from "./queue-examples.js";
+import { ALL_READS, lossyLedger, queueExampleCases, type LedgerFaults } from "./queue-examples.js";
 import { QueueOracle } from "./queue-oracle.js";
 import { expectSameOutcome, settleStorage } from "./storage-compare.js";
 import { soakRequested } from "./soak.js";
@@ -55,6 +57,18 @@ interface Model {
   readonly label: string;
   readonly oracle: QueueOracle;
   now: number;
+  /**
+   * Items the ledger-backed queue holds for its next consume: consumed in the
+   * ledger by a call that rejected not knowing it. Lost on a restart (the
+   * documented at-most-once window); the reference model has no such thing.
+   */
+  held: QueueItem[];
+  /**
+   * What the ledger-backed queue's state shows after a call whose record
+   * landed while it rejected: the state before that record, until its next
+   * call reads the ledger. Lossy calls wait until it has.
+   */
+  lagging: { readonly stats: unknown; readonly len: unknown } | undefined;
 }
 
 interface AnyQueue {
@@ -68,6 +82,8 @@ interface AnyQueue {
 interface Real {
   queue: AnyQueue;
   readonly reopen: ((capacity: number) => Promise<AnyQueue>) | undefined;
+  /** The faults the ledger under the ledger-backed queue injects. */
+  readonly faults: LedgerFaults | undefined;
 }
 
 type QueueCommand = AsyncCommand<Model, Real>;
@@ -76,15 +92,25 @@ async function agreeOn(model: Model, what: string, expected: () => unknown, actu
   expectSameOutcome(`queue conformance (${model.label}): ${what}`, await settleStorage(expected), await settleStorage(actual));
 }
 
-async function agreeOnState(model: Model, real: Real, after: string): Promise<void> {
-  await agreeOn(model, `stats() after ${after}`, () => model.oracle.stats(), () => real.queue.stats());
-  await agreeOn(model, `len() after ${after}`, () => [model.oracle.len(), model.oracle.isEmpty()], () => [real.queue.len(), real.queue.isEmpty()]);
+function stateOf(oracle: QueueOracle): { stats: unknown; len: unknown } {
+  return { stats: oracle.stats(), len: [oracle.len(), oracle.isEmpty()] };
 }
 
-function command(label: string, run: (model: Model, real: Real) => Promise<void>, check: (model: Readonly<Model>) => boolean = () => true): QueueCommand {
+async function agreeOnState(model: Model, real: Real, after: string): Promise<void> {
+  const expected = model.lagging ?? stateOf(model.oracle);
+  await agreeOn(model, `stats() after ${after}`, () => expected.stats, () => real.queue.stats());
+  await agreeOn(model, `len() after ${after}`, () => expected.len, () => [real.queue.len(), real.queue.isEmpty()]);
+}
+
+/**
+ * A command. One that `reads` the ledger (every call that gets to the ledger and has no fault injected, and
+ * a restart) leaves the ledger-backed queue up to date with it.
+ */
+function command(label: string, run: (model: Model, real: Real) => Promise<void>, check: (model: Readonly<Model>) => boolean = () => true, reads = true): QueueCommand {
   return {
     check,
     run: async (model, real) => {
+      if (reads) model.lagging = undefined;
       await run(model, real);
       await agreeOnState(model, real, label);
     },
@@ -102,27 +128,82 @@ function commands(durable: boolean): Arbitrary<QueueCommand>[] {
         const payload = new Uint8Array([byte]);
         const now = model.now;
         await agreeOn(model, `enqueue(${JSON.stringify(k)}, ${now})`, () => model.oracle.enqueue(k, payload, now), () => real.queue.enqueue(k, payload, now));
-      }),
+      }, undefined, KEYS[key] !== ""), // a bad key is refused before the ledger
     );
   const consume = fc.constant(
     command("consume()", async (model, real) => {
-      await agreeOn(model, "consume()", () => model.oracle.consume(), () => real.queue.consume());
+      await agreeOn(model, "consume()", () => model.held.shift() ?? model.oracle.consume(), () => real.queue.consume());
     }),
   );
   const list = [enqueue, enqueue, enqueue, consume, consume];
   if (!durable) return list;
+  // A lost reply: the append commits (or not) and reports AmbiguousError, and the next reads fail (none, the
+  // verifying one, or all of them for the rest of the call). A call that cannot learn its outcome rejects with
+  // AppendVerifyError; a consume's item that landed so is handed out by the next consume.
+  const fault = fc.record({ lands: fc.boolean(), failReads: fc.constantFrom(0, 1, ALL_READS) });
+  const rejects = (code: string) => ({ rejected: code });
+  const outcomeOf = async (call: () => Promise<unknown>): Promise<unknown> => {
+    try {
+      return await call();
+    } catch (error) {
+      return rejects(String((error as { code?: unknown }).code));
+    }
+  };
+  const lossy = (label: string, faults: { lands: boolean; failReads: number }, expected: (model: Model) => unknown, actual: (real: Real, now: number) => Promise<unknown>) =>
+    command(`${label} with a lost reply (${faults.lands ? "landed" : "not landed"}, ${faults.failReads === ALL_READS ? "all" : faults.failReads} reads failing)`, async (model, real) => {
+      Object.assign(real.faults!, { ambiguous: true, ...faults });
+      try {
+        const before = stateOf(model.oracle);
+        const outcome = expected(model);
+        // Landed, and the call rejected: the queue has not read its own record yet.
+        if (faults.lands && typeof outcome === "object" && outcome !== null && "rejected" in outcome) model.lagging = before;
+        await agreeOn(model, label, () => outcome, () => outcomeOf(() => actual(real, model.now)));
+      } finally {
+        Object.assign(real.faults!, { ambiguous: false, failReads: 0 });
+      }
+    }, (model) => model.lagging === undefined, false);
+  const lossyEnqueue = fc.record({ key: fc.nat({ max: 5 }), byte: fc.nat({ max: 255 }), faults: fault }).map(({ key, byte, faults }) =>
+    lossy(
+      `enqueue(${JSON.stringify(KEYS[key])}, [${byte}], now)`,
+      faults,
+      (model) => {
+        if (!faults.lands) return rejects("append_verify_failed");
+        const verdict = model.oracle.enqueue(KEYS[key]!, new Uint8Array([byte]), model.now);
+        return faults.failReads === ALL_READS ? rejects("append_verify_failed") : verdict;
+      },
+      async (real, now) => real.queue.enqueue(KEYS[key]!, new Uint8Array([byte]), now),
+    ),
+  );
+  const lossyConsume = fault.map((faults) =>
+    lossy(
+      "consume()",
+      faults,
+      (model) => {
+        const held = model.held.shift();
+        if (held !== undefined) return held; // handed out without an append
+        if (model.oracle.len() === 0) return faults.failReads > 0 ? rejects("backend") : undefined; // reads the ledger first
+        if (!faults.lands) return rejects("append_verify_failed");
+        const item = model.oracle.consume();
+        if (faults.failReads !== ALL_READS) return item; // read back as its own
+        model.held.push(item!);
+        return rejects("append_verify_failed");
+      },
+      async (real) => real.queue.consume(),
+    ),
+  );
   const restart = fc.constantFrom(0, 0, 0, 1, 3).map((capacityChange) =>
     command(
       `restart${capacityChange ? ` with capacity ${capacityChange}` : ""}`,
       async (model, real) => {
         const capacity = capacityChange || model.oracle.capacity;
         model.oracle.capacity = capacity;
+        model.held = []; // the new instance never learns of them
         real.queue = await real.reopen!(capacity);
       },
       () => true,
     ),
   );
-  return [...list, restart];
+  return [...list, restart, lossyEnqueue, lossyConsume];
 }
 
 async function runModel(options: QueueConformanceOptions, runs: number, durable: boolean): Promise<void> {
@@ -134,20 +215,21 @@ async function runModel(options: QueueConformanceOptions, runs: number, durable:
       async (lane, capacity, cmds) => {
         let subject: StorageSubject | undefined;
         try {
-          const model: Model = { label: options.label, oracle: new QueueOracle(lane, capacity), now: 1_700_000_000_000 };
+          const model: Model = { label: options.label, oracle: new QueueOracle(lane, capacity), now: 1_700_000_000_000, held: [], lagging: undefined };
           let real: Real;
           if (durable) {
             const opened = await options.createSubject();
             subject = opened;
             let engine = opened.engine;
-            const ledger = (): Ledger => createStore(engine, { name: "queues" }).ledger;
+            const faults: LedgerFaults = { ambiguous: false, lands: true, failReads: 0 };
+            const ledger = (): Ledger => lossyLedger(createStore(engine, { name: "queues" }).ledger, faults).ledger;
             const reopen = async (cap: number): Promise<AnyQueue> => {
               engine = opened.reopen ? await opened.reopen() : engine;
               return durableView(await EventQueue.fromLedger(ledger(), "queue/main", lane, cap));
             };
-            real = { queue: durableView(await EventQueue.fromLedger(ledger(), "queue/main", lane, capacity)), reopen };
+            real = { queue: durableView(await EventQueue.fromLedger(ledger(), "queue/main", lane, capacity)), reopen, faults };
           } else {
-            real = { queue: new EventQueue(lane, capacity), reopen: undefined };
+            real = { queue: new EventQueue(lane, capacity), reopen: undefined, faults: undefined };
           }
           await fc.asyncModelRun(() => ({ model, real }), cmds);
         } finally {

@@ -7,7 +7,7 @@ import { MAX_IDEM_KEY_LENGTH, MAX_QUEUE_PAYLOAD_BYTES } from "../queue/checks.js
 import { QueueReplayError } from "../queue/durable.js";
 import { EventQueue } from "../queue/event-queue.js";
 import { IDEM_WINDOW_MS, type QueueLane } from "../queue/state.js";
-import { StorageError } from "../storage/errors.js";
+import { AmbiguousError, AppendVerifyError, StorageBackendError, StorageError } from "../storage/errors.js";
 import type { Ledger } from "../storage/ledger.js";
 import type { CallOptions } from "../storage/options.js";
 import { createStore } from "../storage/store.js";
@@ -36,6 +36,45 @@ function legacyRecord(header: object, payload = new Uint8Array()): Uint8Array {
   bytes.set(payload, 4 + text.length);
   return bytes;
 }
+
+/** The faults {@link lossyLedger} injects. */
+export interface LedgerFaults {
+  /** The next append reports `AmbiguousError` (then this is cleared). */
+  ambiguous: boolean;
+  /** Whether that append commits first. */
+  lands: boolean;
+  /** How many of the next reads fail. */
+  failReads: number;
+}
+
+/**
+ * A ledger with the faults of a networked one, switched on per call: the next
+ * append can commit (or not) and still report `AmbiguousError` (its reply was
+ * lost), and the next `failReads` reads fail (the read that would verify it).
+ */
+export function lossyLedger(inner: Ledger, faults: LedgerFaults = { ambiguous: false, lands: true, failReads: 0 }): { ledger: Ledger; faults: LedgerFaults } {
+  const ledger: Ledger = {
+    append: async (name, expected, payload, opts) => {
+      if (!faults.ambiguous) return inner.append(name, expected, payload, opts);
+      faults.ambiguous = false;
+      if (faults.lands) await inner.append(name, expected, payload, opts);
+      throw new AmbiguousError(name, expected, new Error("reply lost"));
+    },
+    read: async (name, from, opts) => {
+      if (faults.failReads > 0) {
+        faults.failReads--;
+        throw new StorageBackendError("ledger.read", new Error("connection reset"));
+      }
+      return inner.read(name, from, opts);
+    },
+    tip: (name, opts) => inner.tip(name, opts),
+    delete: (name, opts) => inner.delete(name, opts),
+  };
+  return { ledger, faults };
+}
+
+/** Every read fails until the call ends: no verification can succeed within it. */
+export const ALL_READS = 1_000;
 
 function plainCase(label: string, name: string, body: () => Promise<void> | void): ConformanceCase {
   return {
@@ -202,6 +241,71 @@ export function queueExampleCases(options: QueueConformanceOptions): Conformance
       expectEqual([queue.len(), queue.stats().signal_enqueued, queue.stats().signal_consumed], [1, 1, 0], "nothing changed");
       failing = false;
       expectEqual(await queue.enqueue("b", p(2), T0), "admit", "b was not remembered by the failed call");
+    }),
+    withLedger("ledger-backed: a consume whose record landed but could not be confirmed (ambiguous append, every verification read failed) hands its item to the next consume, once", async (ledger) => {
+      const { ledger: lossy, faults } = lossyLedger(ledger());
+      const queue = await EventQueue.fromLedger(lossy, "q/lost-reply", "signal", 10);
+      expectEqual([await queue.enqueue("evt-1", p(1), T0), await queue.enqueue("evt-2", p(2), T0)], ["admit", "admit"], "enqueued");
+      Object.assign(faults, { ambiguous: true, lands: true, failReads: ALL_READS });
+      const failed = await settleStorage(() => queue.consume());
+      faults.failReads = 0;
+      expectEqual(failed.ok ? "resolved" : failed.error instanceof AppendVerifyError, true, "the consume's outcome is unknown: AppendVerifyError");
+      expectEqual([queue.len(), queue.stats().signal_consumed], [2, 0], "nothing changed in memory");
+      expectEqual(await queue.consume(), { id: 1, key: "evt-1", payload: p(1) }, "the next consume gets the item whose record landed");
+      expectEqual(await queue.consume(), { id: 2, key: "evt-2", payload: p(2) }, "then the next item");
+      expectEqual(await queue.consume(), undefined, "each item once");
+      expectEqual([await queue.enqueue("evt-1", p(1), T0 + 1), queue.len()], ["admit", 0], "a resend is a duplicate, and evt-1 did reach the consumer");
+      expectEqual(queue.stats(), { signal_enqueued: 2, signal_consumed: 2, signal_shed: 0, signal_duplicates: 1 }, "stats");
+      const again = await EventQueue.fromLedger(ledger(), "q/lost-reply", "signal", 10);
+      expectEqual([again.stats(), again.len(), await again.consume()], [queue.stats(), 0, undefined], "a replay agrees: nothing left to hand out");
+    }),
+    withLedger("ledger-backed: a consume whose verification read fails once reads again, and resolves with its item", async (ledger) => {
+      const { ledger: lossy, faults } = lossyLedger(ledger());
+      const queue = await EventQueue.fromLedger(lossy, "q/read-again", "signal", 10);
+      await queue.enqueue("evt-1", p(1), T0);
+      await queue.enqueue("evt-2", p(2), T0);
+      Object.assign(faults, { ambiguous: true, lands: true, failReads: 1 });
+      expectEqual(await queue.consume(), { id: 1, key: "evt-1", payload: p(1) }, "the record read back is this call's own");
+      expectEqual([await queue.consume(), await queue.consume()], [{ id: 2, key: "evt-2", payload: p(2) }, undefined], "then evt-2, then nothing");
+      expectEqual((await EventQueue.fromLedger(ledger(), "q/read-again", "signal", 10)).stats(), queue.stats(), "a replay agrees");
+    }),
+    withLedger("ledger-backed: an enqueue whose record landed unconfirmed is not lost, and not counted twice when its verification read is retried", async (ledger) => {
+      const { ledger: lossy, faults } = lossyLedger(ledger());
+      const queue = await EventQueue.fromLedger(lossy, "q/enqueue-reply", "signal", 10);
+      Object.assign(faults, { ambiguous: true, lands: true, failReads: 1 });
+      expectEqual(await queue.enqueue("a", p(1), T0), "admit", "resolved by reading again");
+      expectEqual(queue.stats(), { signal_enqueued: 1, signal_consumed: 0, signal_shed: 0, signal_duplicates: 0 }, "one admission, no duplicate");
+      Object.assign(faults, { ambiguous: true, lands: true, failReads: ALL_READS });
+      const failed = await settleStorage(() => queue.enqueue("b", p(2), T0));
+      faults.failReads = 0;
+      expectEqual(failed.ok ? "resolved" : failed.error instanceof AppendVerifyError, true, "unknown outcome");
+      expectEqual(await queue.enqueue("b", p(2), T0), "admit", "the sender's retry");
+      expectEqual([await queue.consume(), await queue.consume(), await queue.consume()], [{ id: 1, key: "a", payload: p(1) }, { id: 2, key: "b", payload: p(2) }, undefined], "b queued once");
+      expectEqual(queue.stats(), { signal_enqueued: 2, signal_consumed: 2, signal_shed: 0, signal_duplicates: 1 }, "the retry found b journaled: a duplicate");
+    }),
+    withLedger("ledger-backed: a consume reported ambiguous that did not land leaves its item queued", async (ledger) => {
+      const { ledger: lossy, faults } = lossyLedger(ledger());
+      const queue = await EventQueue.fromLedger(lossy, "q/not-landed", "signal", 10);
+      await queue.enqueue("evt-1", p(1), T0);
+      Object.assign(faults, { ambiguous: true, lands: false, failReads: 0 });
+      const failed = await settleStorage(() => queue.consume());
+      expectEqual(failed.ok ? "resolved" : failed.error instanceof AppendVerifyError, true, "the record is absent: still unknown (it may land late)");
+      expectEqual(await queue.consume(), { id: 1, key: "evt-1", payload: p(1) }, "the item is handed out by the next consume");
+      expectEqual([await queue.consume(), queue.stats().signal_consumed, await ledger().tip("q/not-landed")], [undefined, 1, 2], "once");
+    }),
+    withLedger("ledger-backed: across a restart, a consume whose record landed unconfirmed counts as consumed; its item is not handed out again (the at-most-once window)", async (ledger) => {
+      const { ledger: lossy, faults } = lossyLedger(ledger());
+      const queue = await EventQueue.fromLedger(lossy, "q/restart", "signal", 10);
+      await queue.enqueue("evt-1", p(1), T0);
+      await queue.enqueue("evt-2", p(2), T0);
+      Object.assign(faults, { ambiguous: true, lands: true, failReads: ALL_READS });
+      expectEqual((await settleStorage(() => queue.consume())).ok, false, "the consume failed, its outcome unknown");
+      // The instance is gone before its next call: a reopened queue cannot tell this record from a consume
+      // whose item was handed out just before a crash, so it must not hand evt-1 out.
+      const reopened = await EventQueue.fromLedger(ledger(), "q/restart", "signal", 10);
+      expectEqual(reopened.stats(), { signal_enqueued: 2, signal_consumed: 1, signal_shed: 0, signal_duplicates: 0 }, "evt-1 counts as consumed");
+      expectEqual([await reopened.consume(), await reopened.consume()], [{ id: 2, key: "evt-2", payload: p(2) }, undefined], "evt-2 only");
+      expectEqual([await reopened.enqueue("evt-1", p(1), T0 + 1), reopened.len()], ["admit", 0], "evt-1 is still remembered: a resend is a duplicate");
     }),
     withLedger("ledger-backed: two queues over one ledger lose nothing when they enqueue at once", async (ledger) => {
       const one = await EventQueue.fromLedger(ledger(), "q/shared", "signal", 100);
