@@ -114,9 +114,10 @@ function globalScheduler(): Scheduler {
  * ```
  */
 export function createLeaser(engine: Engine, options: LeaserOptions): Leaser {
-  const ttlMs = checkCount("ttlMs", options.ttlMs ?? DEFAULT_LEASE_TTL_MS, 1);
+  // At least 2 ms: a lease renews strictly before it runs out, every whole millisecond or more.
+  const ttlMs = checkCount("ttlMs", options.ttlMs ?? DEFAULT_LEASE_TTL_MS, 2);
   const renewEveryMs = checkCount("renewEveryMs", options.renewEveryMs ?? Math.max(1, Math.floor(ttlMs / 3)), 1);
-  if (renewEveryMs >= ttlMs && ttlMs > 1) throw new InvalidArgumentError("renewEveryMs", "must be less than ttlMs");
+  if (renewEveryMs >= ttlMs) throw new InvalidArgumentError("renewEveryMs", "must be less than ttlMs");
   return new EngineLeaser(engine, {
     layout: storeLayout(options),
     clock: options.clock ?? Date.now,

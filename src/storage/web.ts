@@ -90,9 +90,16 @@ export function newAbortController(): SignalSource {
   return new Ctor();
 }
 
-/** Whether `value` is a `Uint8Array` (from any realm). */
+/**
+ * %TypedArray%.prototype: its `Symbol.toStringTag` getter reads an array's
+ * internal type (an object defining the symbol cannot spoof it) and answers
+ * `undefined` for anything that is not a typed array.
+ */
+const TYPED_ARRAY_PROTOTYPE = Object.getPrototypeOf(Uint8Array.prototype) as object;
+
+/** Whether `value` is a `Uint8Array` (from any realm; not an object merely claiming to be one). */
 export function isBytes(value: unknown): value is Uint8Array {
-  return value instanceof Uint8Array || Object.prototype.toString.call(value) === "[object Uint8Array]";
+  return value instanceof Uint8Array || Reflect.get(TYPED_ARRAY_PROTOTYPE, Symbol.toStringTag, value) === "Uint8Array";
 }
 
 /** Whether two byte arrays hold the same bytes. */

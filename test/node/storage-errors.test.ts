@@ -92,3 +92,30 @@ describe("engine failures", () => {
     await engine.close();
   });
 });
+
+describe("argument checks", () => {
+  it("refuse an object that only claims to be a Uint8Array (Symbol.toStringTag), as payload, value and blob, changing nothing", async () => {
+    const engine = memoryEngine();
+    const store = createStore(engine, { name: "app" });
+    const fake = { length: 2, 0: 65, 1: 66, [Symbol.toStringTag]: "Uint8Array" } as unknown as Uint8Array;
+    await expect(store.kv.put("k", 0, fake)).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(store.ledger.append("log", 0, fake)).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(store.blobs.put("b", fake)).rejects.toMatchObject({ code: "invalid_argument" });
+    expect(await store.kv.keys("")).toEqual([]);
+    expect(await store.ledger.tip("log")).toBe(0);
+    expect(await store.blobs.list("")).toEqual([]);
+    // A real one from another realm's constructor is still bytes.
+    const { runInNewContext } = await import("node:vm");
+    const foreign = runInNewContext("new Uint8Array([65, 66])") as Uint8Array;
+    expect(foreign instanceof Uint8Array).toBe(false);
+    expect(await store.kv.put("k", 0, foreign)).toBe(1);
+    await engine.close();
+  });
+
+  it("refuse a lease ttl too short to renew before it runs out", () => {
+    const engine = memoryEngine();
+    expect(() => createStore(engine, { name: "app", leaseTtlMs: 1 })).toThrow(expect.objectContaining({ code: "invalid_argument" }));
+    expect(() => createStore(engine, { name: "app", leaseTtlMs: 3, leaseRenewEveryMs: 3 })).toThrow(expect.objectContaining({ code: "invalid_argument" }));
+    expect(() => createStore(engine, { name: "app", leaseTtlMs: 2 })).not.toThrow();
+  });
+});
