@@ -12,7 +12,7 @@
  *   memory-engine journal, in this process (Hono routing, zod validation,
  *   JSON both ways, no socket, no Durable Objects);
  * - direct: a memory-engine journal (`createJournal(memoryEngine())`,
- *   billing grade) called in this process: the in-process baseline Node has.
+ *   `BILLING_GRADE` capacity, `telemetry_grade` mode) called in this process: the in-process baseline Node has.
  *
  * Figures: `appendBatch` of 100 events per call (one `append-batch` request
  * over HTTP); single `append`s awaited one after another (one `append`
@@ -150,7 +150,7 @@ async function main(): Promise<void> {
         `- Machine: ${cpu}, ${os.cpus().length} cores, ${os.platform()} ${os.release()}; Node ${process.version}; wrangler ${version("wrangler")}, workerd ${version("@cloudflare/workerd-linux-64")}, hono ${version("hono")}${quick ? " (BENCH_QUICK=1: smoke sizes, not the reference figures)" : ""}`,
         "- Written by `npx tsx bench/http.ts`. Columns: **HTTP** is `HttpJournal` in Node calling `wrangler dev` on 127.0.0.1 (the worker of wrangler.toml: journal `usage`, a `PartitionedJournal` over 4 Durable Objects with local SQLite storage, so each answer waits for a durable write); " +
           "**in-process app** is the same `HttpJournal` calls with `createApp(...).fetch` as its fetch, over a memory-engine journal in the same process (routing, validation and JSON both ways; no socket, no Durable Objects); " +
-          "**direct** is a memory-engine journal (billing grade) called in process, the in-process baseline available in Node. " +
+          "**direct** is a memory-engine journal (`BILLING_GRADE` capacity; its mode is `telemetry_grade`, the memory engine not being durable) called in process, the in-process baseline available in Node; it never batches (the client batching rows batch on the HTTP sides only). " +
           "HTTP / direct is what the HTTP layer, the network hop, workerd and Durable Object storage cost together; HTTP / in-process app compares two sides that both do the HTTP layer's work (routing, validation, JSON), so it is what the socket, workerd and Durable Object storage add. " +
           `Median of ${ROUNDS} interleaved rounds; sizes: ${BATCHES} batches of 100, ${fmt(SEQUENTIAL)} sequential appends, ${CONCURRENCY} callers x ${PER_CALLER} appends.`,
         "",

@@ -258,6 +258,21 @@ const CONFIG_KEY = ["p", "config"];
  * One partition of a partitioned usage journal (declare it with
  * `new_sqlite_classes` and bind it as a Durable Object namespace; address it
  * only through `PartitionedJournal`).
+ *
+ * @example
+ * // wrangler.toml: a binding `PARTITIONS` of class_name "JournalPartition",
+ * // and a migration with new_sqlite_classes = ["JournalPartition"].
+ * import { parseConsumerId } from "isostore";
+ * import { PartitionedJournal, PartitionedJournalMemory } from "isostore/durable-objects";
+ * export { JournalPartition } from "isostore/durable-objects";
+ *
+ * const memory = new PartitionedJournalMemory();
+ * export default {
+ *   async fetch(request: Request, env: { PARTITIONS: DurableObjectNamespace }): Promise<Response> {
+ *     const journal = new PartitionedJournal(env.PARTITIONS, { name: "usage", partitions: 4, memory });
+ *     return Response.json(await journal.stats(parseConsumerId("billing")));
+ *   },
+ * };
  */
 export class JournalPartition<Env = unknown> extends DurableObject<Env> {
   private readonly engine: Engine;

@@ -104,7 +104,7 @@ function telemetryJournalProblem(journal: UsageJournal): string | null {
  * import { usageJournal, type UsageVariables } from "isostore/worker";
  *
  * const app = new Hono<{ Variables: UsageVariables<{ tokens: number }> }>();
- * app.use("/api/*", usageJournal({
+ * app.use("/api/*", usageJournal<{ tokens: number }>({
  *   journal: (c) => journalFor(c.env),
  *   mode: "billing_grade",
  *   toRecord: (usage, c) => ({ namespace: "acme", subject: c.req.header("x-user") ?? "anonymous", data: usage }),
