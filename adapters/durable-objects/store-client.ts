@@ -8,15 +8,21 @@
  *   same `StorageError` class with its code, message and spec fields
  *   ({@link decodeStoreError}).
  * - A call the platform fails (the object reset, overloaded, a broken
- *   connection) has no storage answer. For a ledger append or an ordered
- *   create / update / delete the outcome is then unknown: `AmbiguousError` /
- *   `OrderedAmbiguousError` (the spec's networked-provider errors; resolve a
- *   ledger append with `appendDefinite`). Anything else is a
- *   `StorageBackendError` whose `cause` is a `DurableObjectEngineError`
- *   (with `retryable`).
- * - Ledger reads: `read` fixes its bound with one `ledgerTip` call, then
- *   reads pages (`ledgerRead`) up to that bound, so the cursor never tails
- *   later appends; a ledger deleted under the cursor ends it.
+ *   connection, a reply lost) has no storage answer, and the call may have
+ *   run in the object all the same. For a write the outcome is then
+ *   unknown: `AmbiguousError` (ledger append and delete, KV put and delete,
+ *   blob put and delete; its `operation` says which) or
+ *   `OrderedAmbiguousError` (ordered create / update / delete): the spec's
+ *   networked-provider errors. Resolve a ledger append with
+ *   `appendDefinite`; read back before retrying a KV compare-and-swap. A
+ *   read (nothing to have written) is a `StorageBackendError`. Either way
+ *   `cause` is a `DurableObjectEngineError` (with `retryable`). A refusal
+ *   the object answered (a typed error, as data) is definite, as ever.
+ * - Ledger reads: `read` fixes its bound and the ledger's generation with one
+ *   `ledgerBound` call, then reads pages (`ledgerRead`, each checked by the
+ *   object against that generation) up to that bound, so the cursor never
+ *   tails later appends and never reads on into a ledger deleted and
+ *   written again under it: it ends with `RecordNotFoundError` instead.
  * - Blobs stream: `put` hands its stream to the object, `get` answers the
  *   object's stream; neither is buffered here.
  * - Signals are checked before each call (an RPC in flight cannot be
@@ -30,7 +36,7 @@ import type { Blobs } from "../../src/storage/blobs.js";
 import { AmbiguousError, InvalidArgumentError, StorageBackendError } from "../../src/storage/errors.js";
 import type { LeaseFence } from "../../src/storage/fence.js";
 import type { KV, KvEntry, KvWriteOptions } from "../../src/storage/kv.js";
-import { PagedLedgerCursor, type Ledger, type LedgerCursor, type LedgerRecord, type LedgerWriteOptions } from "../../src/storage/ledger.js";
+import { PagedLedgerCursor, type Ledger, type LedgerCursor, type LedgerReadBound, type LedgerRecord, type LedgerWriteOptions } from "../../src/storage/ledger.js";
 import { validateName } from "../../src/storage/names.js";
 import { throwIfAborted, type CallOptions } from "../../src/storage/options.js";
 import { OrderedAmbiguousError } from "../../src/storage/ordered/errors.js";
@@ -57,7 +63,8 @@ import { decodeStoreError, type StoreOutcome } from "./store-object.js";
 /** The {@link StoreObject} RPC methods the client calls (a `DurableObjectStub<StoreObject>` has them). */
 export interface StoreObjectStub {
   ledgerAppend(store: string, name: string, expected: number, payload: Uint8Array, fence?: LeaseFence): Promise<StoreOutcome<void>>;
-  ledgerRead(store: string, name: string, from: number, limit?: number): Promise<StoreOutcome<LedgerRecord[]>>;
+  ledgerRead(store: string, name: string, from: number, limit?: number, generation?: number): Promise<StoreOutcome<LedgerRecord[]>>;
+  ledgerBound(store: string, name: string): Promise<StoreOutcome<LedgerReadBound>>;
   ledgerTip(store: string, name: string): Promise<StoreOutcome<number>>;
   ledgerDelete(store: string, name: string, fence?: LeaseFence): Promise<StoreOutcome<void>>;
   kvGet(store: string, key: string): Promise<StoreOutcome<KvEntry>>;
@@ -141,9 +148,12 @@ export class StoreObjectClient implements RemoteStore {
   }
 
   /**
-   * One RPC call, unwrapped: the value, or the decoded storage error. A
-   * platform failure is `unknown(cause)` when given (an outcome the caller
-   * cannot know), else a `StorageBackendError` naming `operation`.
+   * One RPC call, unwrapped: the value, or the decoded storage error (a
+   * definite answer of the object). A call that failed without an answer is
+   * `unknown(cause)` when given: every write passes it, since the call may
+   * have run in the object and only its reply been lost (an outcome the
+   * caller cannot know). Without it (reads) it is a `StorageBackendError`
+   * naming `operation`, which promises that nothing was written.
    *
    * @internal
    */
@@ -182,10 +192,11 @@ class ClientLedger implements Ledger {
     validateName(name);
     checkCount("from", from, 0);
     throwIfAborted(options);
-    const bound = await this.client.call("ledger.read", (stub, store) => stub.ledgerTip(store, name));
-    // One `ledgerRead` call per page; the object may answer fewer records than asked (its page is byte-capped).
-    return new PagedLedgerCursor(Math.max(from, 1), bound, READ_PAGE, (first, last) =>
-      this.client.call("ledger.read", (stub, store) => stub.ledgerRead(store, name, first, last - first + 1)),
+    const bound = await this.client.call("ledger.read", (stub, store) => stub.ledgerBound(store, name));
+    // One `ledgerRead` call per page; the object may answer fewer records than asked (its page is byte-capped),
+    // and answers `record_not_found` once the ledger is not the life (generation) the cursor was opened on.
+    return new PagedLedgerCursor(name, Math.max(from, 1), bound.tip, READ_PAGE, (first, last) =>
+      this.client.call("ledger.read", (stub, store) => stub.ledgerRead(store, name, first, last - first + 1, bound.generation)),
     );
   }
 
@@ -197,7 +208,11 @@ class ClientLedger implements Ledger {
   async delete(name: string, options?: LedgerWriteOptions): Promise<void> {
     throwIfAborted(options);
     const fence = fenceOf(options);
-    await this.client.call("ledger.delete", (stub, store) => (fence === undefined ? stub.ledgerDelete(store, name) : stub.ledgerDelete(store, name, fence)));
+    await this.client.call(
+      "ledger.delete",
+      (stub, store) => (fence === undefined ? stub.ledgerDelete(store, name) : stub.ledgerDelete(store, name, fence)),
+      (cause) => new AmbiguousError(name, 0, cause, "ledger.delete"),
+    );
   }
 }
 
@@ -212,7 +227,11 @@ class ClientKV implements KV {
   async put(key: string, expectedRev: number, value: Uint8Array, options?: KvWriteOptions): Promise<number> {
     throwIfAborted(options);
     const fence = fenceOf(options);
-    return this.client.call("kv.put", (stub, store) => (fence === undefined ? stub.kvPut(store, key, expectedRev, value) : stub.kvPut(store, key, expectedRev, value, fence)));
+    return this.client.call(
+      "kv.put",
+      (stub, store) => (fence === undefined ? stub.kvPut(store, key, expectedRev, value) : stub.kvPut(store, key, expectedRev, value, fence)),
+      (cause) => new AmbiguousError(key, expectedRev, cause, "kv.put"),
+    );
   }
 
   async keys(prefix: string, options?: CallOptions): Promise<string[]> {
@@ -223,7 +242,11 @@ class ClientKV implements KV {
   async delete(key: string, options?: KvWriteOptions): Promise<void> {
     throwIfAborted(options);
     const fence = fenceOf(options);
-    await this.client.call("kv.delete", (stub, store) => (fence === undefined ? stub.kvDelete(store, key) : stub.kvDelete(store, key, fence)));
+    await this.client.call(
+      "kv.delete",
+      (stub, store) => (fence === undefined ? stub.kvDelete(store, key) : stub.kvDelete(store, key, fence)),
+      (cause) => new AmbiguousError(key, 0, cause, "kv.delete"),
+    );
   }
 }
 
@@ -236,7 +259,11 @@ class ClientBlobs implements Blobs {
       throw new InvalidArgumentError("content", "must be a Uint8Array or a ReadableStream of Uint8Array");
     }
     // Handed on as it is: a stream crosses RPC as a stream, so the bytes are not buffered here.
-    await this.client.call("blobs.put", (stub, store) => stub.blobPut(store, key, content as Uint8Array | ReadableStream<Uint8Array>));
+    await this.client.call(
+      "blobs.put",
+      (stub, store) => stub.blobPut(store, key, content as Uint8Array | ReadableStream<Uint8Array>),
+      (cause) => new AmbiguousError(key, 0, cause, "blobs.put"),
+    );
   }
 
   async get(key: string, options?: CallOptions): Promise<PlatformByteStream> {
@@ -246,7 +273,7 @@ class ClientBlobs implements Blobs {
 
   async delete(key: string, options?: CallOptions): Promise<void> {
     throwIfAborted(options);
-    await this.client.call("blobs.delete", (stub, store) => stub.blobDelete(store, key));
+    await this.client.call("blobs.delete", (stub, store) => stub.blobDelete(store, key), (cause) => new AmbiguousError(key, 0, cause, "blobs.delete"));
   }
 
   async list(prefix: string, options?: CallOptions): Promise<string[]> {

@@ -17,6 +17,10 @@
  * - The object reads its own clock (`Date.now`) for lease expiry and fencing.
  * - Ledger reads are pages (`ledgerRead`): records from `from`, up to `limit`
  *   and about {@link MAX_READ_PAGE_BYTES}; read on from the last `seq + 1`.
+ *   A reader that reads several pages first asks `ledgerBound` (the tip and
+ *   the ledger's generation, in one read) and passes that `generation` to
+ *   every page: a page of a ledger deleted since (perhaps written again) is
+ *   then `record_not_found` rather than records of the new ledger.
  * - Leases. A `Lease` (its timer and signal) cannot cross RPC, so the object
  *   holds it: `leaseAcquire` grants it and the object renews it on its own
  *   timers while the holder keeps calling `leaseAssertHeld` (a heartbeat, at
@@ -52,11 +56,11 @@ import { DurableObject } from "cloudflare:workers";
 import type { Engine } from "../../src/engine.js";
 import { readAll, MAX_BLOB_BYTES, type Blobs } from "../../src/storage/blobs.js";
 import { copyBytes } from "../../src/storage/copy.js";
-import { BlobConflictError, BlobNotFoundError, InvalidArgumentError, StorageBackendError, type StorageError } from "../../src/storage/errors.js";
+import { BlobConflictError, BlobNotFoundError, InvalidArgumentError, RecordNotFoundError, StorageBackendError, type StorageError } from "../../src/storage/errors.js";
 import type { LeaseFence } from "../../src/storage/fence.js";
 import type { KvEntry } from "../../src/storage/kv.js";
 import { DEFAULT_LEASE_TTL_MS, type Lease } from "../../src/storage/leaser.js";
-import type { LedgerRecord } from "../../src/storage/ledger.js";
+import { ledgerReader, type LedgerReadBound, type LedgerRecord } from "../../src/storage/ledger.js";
 import { validateName, validatePrefix } from "../../src/storage/names.js";
 import { throwIfAborted, type CallOptions } from "../../src/storage/options.js";
 import type { CreateOrderedResult, Due, DuePage, OrderedId, OrderedPage, OrderedRecord, RankedPage, Rank } from "../../src/storage/ordered/types.js";
@@ -199,11 +203,21 @@ export class StoreObject<Env extends StoreObjectEnv = StoreObjectEnv> extends Du
     return this.serve(store, (s) => s.ledger.append(name, expected, payload, fenced(fence)));
   }
 
-  /** Records `from`.. (0: from the start), up to `limit` and about {@link MAX_READ_PAGE_BYTES}. */
-  async ledgerRead(store: string, name: string, from: number, limit: number = MAX_READ_PAGE_RECORDS): Promise<StoreOutcome<LedgerRecord[]>> {
+  /**
+   * Records `from`.. (0: from the start), up to `limit` and about
+   * {@link MAX_READ_PAGE_BYTES}, of the ledger as it is now. With
+   * `generation` (from {@link ledgerBound}), only of that life of the ledger:
+   * if it was deleted since, the answer is `record_not_found` (`seq` the
+   * first record asked for), never records of a later life.
+   */
+  async ledgerRead(store: string, name: string, from: number, limit: number = MAX_READ_PAGE_RECORDS, generation?: number): Promise<StoreOutcome<LedgerRecord[]>> {
     return this.serve(store, async (s) => {
       const max = Math.min(checkCount("limit", limit, 1), MAX_READ_PAGE_RECORDS);
-      const cursor = await s.ledger.read(name, from);
+      const reader = ledgerReader(this.engine, { store: s.name });
+      const now = await reader.bound(name);
+      const first = Math.max(checkCount("from", from, 0), 1);
+      if (generation !== undefined && generation !== null && checkCount("generation", generation, 0) !== now.generation) throw new RecordNotFoundError(name, first);
+      const cursor = reader.cursor(name, first, { tip: Math.min(now.tip, first + max - 1), generation: now.generation });
       const records: LedgerRecord[] = [];
       let bytes = 0;
       try {
@@ -218,6 +232,11 @@ export class StoreObject<Env extends StoreObjectEnv = StoreObjectEnv> extends Du
       }
       return records;
     });
+  }
+
+  /** The ledger's tip and generation, in one read: what a multi-page reader is bounded at (see {@link ledgerRead}). */
+  async ledgerBound(store: string, name: string): Promise<StoreOutcome<LedgerReadBound>> {
+    return this.serve(store, (s) => ledgerReader(this.engine, { store: s.name }).bound(name));
   }
 
   async ledgerTip(store: string, name: string): Promise<StoreOutcome<number>> {

@@ -41,6 +41,9 @@ export interface Blobs {
    * Store `content` at `key`. The same bytes again is a no-op success.
    *
    * @throws {BlobConflictError} when `key` holds different content (left untouched).
+   * @throws {AmbiguousError} (`operation` `"blobs.put"`, networked stores only)
+   *   when the put got no answer: the blob may have been stored (putting the
+   *   same bytes again is safe).
    */
   put(key: string, content: ByteStream | Uint8Array, options?: CallOptions): Promise<void>;
   /**
@@ -49,7 +52,11 @@ export interface Blobs {
    * @throws {BlobNotFoundError} when `key` is absent.
    */
   get(key: string, options?: CallOptions): Promise<PlatformByteStream>;
-  /** Remove the blob; absent is a no-op success. */
+  /**
+   * Remove the blob; absent is a no-op success.
+   *
+   * @throws {AmbiguousError} (`operation` `"blobs.delete"`, networked stores only) when the delete got no answer: it may have landed.
+   */
   delete(key: string, options?: CallOptions): Promise<void>;
   /** The keys that start with `prefix` ("" for all), ascending and duplicate-free. */
   list(prefix: string, options?: CallOptions): Promise<string[]>;

@@ -97,7 +97,10 @@ export class InvalidArgumentError extends StorageError {
 
 /**
  * The storage engine failed (or a stored row was unreadable). A definite
- * failure: nothing was written. `cause` is the engine's error.
+ * failure: nothing was written. `cause` is the engine's error. A networked
+ * store whose write got no answer (the write may have landed) throws
+ * {@link AmbiguousError} instead; this error is then only for reads and for
+ * failures it knows happened before anything was written.
  */
 export class StorageBackendError extends StorageError {
   declare readonly code: "backend";
@@ -129,21 +132,38 @@ export class ConflictError extends StorageError {
   }
 }
 
+/** The writes {@link AmbiguousError} can report, by operation name. */
+export type AmbiguousOperation = "ledger.append" | "ledger.delete" | "kv.put" | "kv.delete" | "blobs.put" | "blobs.delete";
+
 /**
- * A ledger append whose acknowledgement was lost or timed out: the record may
- * or may not have been committed at `expected + 1`. Only networked backends
- * throw it; the engine-backed ledger never does. `cause` is the transport or
- * timeout error, when there is one.
+ * A write whose acknowledgement was lost or timed out: it may or may not have
+ * been committed. Only networked backends throw it; the engine-backed
+ * primitives never do. `cause` is the transport or timeout error, when there
+ * is one.
+ *
+ * The spec's `AmbiguousError` is the ledger append's (`operation`
+ * `"ledger.append"`, the default): the record may or may not have been
+ * committed at `expected + 1`; resolve it with `appendDefinite`. A networked
+ * store reports its other writes' unknown outcomes with the same class:
+ * `operation` names the write, `name` is the ledger name or the KV / blob key
+ * it addressed, and `expected` is the append's expected tip, the KV put's
+ * `expectedRev`, or 0 (deletes and blob puts have none). Read back before
+ * acting on it: e.g. a KV put retried with the same `expectedRev` after its
+ * first try landed is a `RevisionConflictError`.
  */
 export class AmbiguousError extends StorageError {
   declare readonly code: "ambiguous";
-  /** The ledger's name. */
+  /** The ledger's name (or, for a KV or blob write, the key). */
   declare readonly name: string;
   readonly expected: number;
-  constructor(name: string, expected: number, cause?: unknown) {
-    super("ambiguous", `ledger ${quote(name)}: append at expected ${expected} has an unknown outcome`, cause === undefined ? undefined : { cause });
+  /** The write whose outcome is unknown. */
+  readonly operation: AmbiguousOperation;
+  constructor(name: string, expected: number, cause?: unknown, operation: AmbiguousOperation = "ledger.append") {
+    const what = operation === "ledger.append" ? `ledger ${quote(name)}: append at expected ${expected}` : `${operation} of ${quote(name)}`;
+    super("ambiguous", `${what} has an unknown outcome`, cause === undefined ? undefined : { cause });
     nameWithSpecField(this, "AmbiguousError", name);
     this.expected = expected;
+    this.operation = operation;
   }
 }
 

@@ -55,6 +55,7 @@ export {
   InvalidNameError,
   ConflictError,
   AmbiguousError,
+  type AmbiguousOperation,
   AppendVerifyError,
   RecordNotFoundError,
   LeaseHeldError,

@@ -46,11 +46,19 @@ export interface KV {
    * Write `value` iff the current revision is `expectedRev` (0 = absent); resolves with the new revision.
    *
    * @throws {RevisionConflictError} when it is not (nothing changes).
+   * @throws {AmbiguousError} (`operation` `"kv.put"`, networked stores only)
+   *   when the write got no answer: it may have landed. Read the key back
+   *   before retrying (a retry at the same `expectedRev` after a landed first
+   *   try is a conflict).
    */
   put(key: string, expectedRev: number, value: Uint8Array, options?: KvWriteOptions): Promise<number>;
   /** The keys that start with `prefix` ("" for all), ascending and duplicate-free. */
   keys(prefix: string, options?: CallOptions): Promise<string[]>;
-  /** Remove the key; absent is a no-op success. */
+  /**
+   * Remove the key; absent is a no-op success.
+   *
+   * @throws {AmbiguousError} (`operation` `"kv.delete"`, networked stores only) when the delete got no answer: it may have landed.
+   */
   delete(key: string, options?: KvWriteOptions): Promise<void>;
 }
 

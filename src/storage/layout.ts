@@ -9,6 +9,7 @@
  * | key | value | what it is |
  * | --- | --- | --- |
  * | `lr, ledger, seq` | `Uint8Array` | ledger record; the tip is the last seq |
+ * | `lg, ledger` | number | ledger generation: bumped by each delete of a non-empty ledger, never removed (absent = 0) |
  * | `ls, lease` | {@link LeaseRow} | lease holder epoch and expiry |
  * | `kv, key` | {@link KvRow} | KV value and revision |
  * | `kvc` | number | last KV revision issued in this store |
@@ -57,6 +58,10 @@ export class StoreLayout {
   }
   ledgerRecords(name: string): Key {
     return [...this.root, "lr", name];
+  }
+  /** The ledger's generation (its life): a delete bumps it, so a cursor can tell its ledger was replaced. */
+  ledgerGeneration(name: string): Key {
+    return [...this.root, "lg", name];
   }
   lease(name: string): Key {
     return [...this.root, "ls", name];

@@ -13,12 +13,20 @@
  *   drained, accepts `expected` 0, and deletes as a no-op.
  * - `read(name, from)` returns a cursor bounded at the tip seen when it was
  *   opened: it never tails later appends, and any `from` beyond that tip is
- *   a drained cursor, not an error.
+ *   a drained cursor, not an error. A cursor reads one life of its ledger:
+ *   if the ledger is deleted (and perhaps written again) while the cursor is
+ *   open, it never yields a record of the new life; it ends with
+ *   {@link RecordNotFoundError} instead (see {@link LedgerCursor.next}).
  * - Payloads are copied in and copied out; zero-length payloads are legal.
  *
  * Layout: one engine row per record (`["s", store, "lr", name, seq]`); the
  * tip is the last record, found with a one-entry reverse scan, so there is no
- * second copy of it to disagree with.
+ * second copy of it to disagree with. Beside them, the ledger's generation
+ * (`["s", store, "lg", name]`, absent = 0): a delete of a non-empty ledger
+ * bumps it and nothing removes it, and every page a cursor reads checks it in
+ * the page's own transaction, so records of two lives never meet in one
+ * cursor (a cursor reads a page per transaction, so it could not tell a
+ * rewritten record from the old one by position alone).
  */
 import type { Engine, EngineTransaction } from "../engine.js";
 import { copyBytes } from "./copy.js";
@@ -54,7 +62,16 @@ export interface LedgerWriteOptions extends CallOptions {
  * await` loop closes it when it ends or breaks).
  */
 export interface LedgerCursor extends AsyncIterable<LedgerRecord> {
-  /** The next record, or `undefined` once drained (Go's `io.EOF`) or closed. */
+  /**
+   * The next record, or `undefined` once drained (Go's `io.EOF`) or closed.
+   *
+   * @throws {RecordNotFoundError} `{ name, seq }`, `seq` the record it would
+   *   have yielded next, when the ledger was deleted (and perhaps written
+   *   again) since the cursor was opened: a cursor never yields records of
+   *   two lives of a ledger. Records it already fetched, all of the life it
+   *   was opened on, may still come first; once thrown, every later call
+   *   throws it again (until `close`).
+   */
   next(options?: CallOptions): Promise<LedgerRecord | undefined>;
   /** Stop reading; idempotent. */
   close(): Promise<void>;
@@ -69,11 +86,21 @@ export interface Ledger {
    * may also throw {@link AmbiguousError}; see {@link appendDefinite}.
    */
   append(name: string, expected: number, payload: Uint8Array, options?: LedgerWriteOptions): Promise<void>;
-  /** A cursor over records `from`.. (the tip as of now). `from` 0 reads from the start. */
+  /**
+   * A cursor over records `from`.. (the tip as of now). `from` 0 reads from
+   * the start. The cursor ends with {@link RecordNotFoundError} if the ledger
+   * is deleted while it reads (see {@link LedgerCursor.next}).
+   */
   read(name: string, from: number, options?: CallOptions): Promise<LedgerCursor>;
   /** The last sequence number, 0 for an empty (or absent) ledger. */
   tip(name: string, options?: CallOptions): Promise<number>;
-  /** Remove the ledger; absent is a no-op success. A later append starts again at `expected` 0. */
+  /**
+   * Remove the ledger; absent is a no-op success. A later append starts again
+   * at `expected` 0. Cursors open on the removed ledger end with
+   * {@link RecordNotFoundError} rather than read on into a new one.
+   * Networked implementations may throw {@link AmbiguousError} (`operation`
+   * `"ledger.delete"`) when the delete got no answer: it may have landed.
+   */
   delete(name: string, options?: LedgerWriteOptions): Promise<void>;
 }
 
@@ -106,6 +133,71 @@ async function tipOf(tx: EngineTransaction, layout: StoreLayout, name: string): 
   return typeof seq === "number" ? seq : 0;
 }
 
+/** The ledger's generation: 0 until its first delete (also for ledgers written before generations existed). */
+async function generationOf(tx: EngineTransaction, layout: StoreLayout, name: string): Promise<number> {
+  const generation = await tx.get<number>(layout.ledgerGeneration(name));
+  return typeof generation === "number" ? generation : 0;
+}
+
+/**
+ * What a ledger cursor is opened on, read in one transaction: the tip it is
+ * bounded at and the generation (the life of the ledger) it reads.
+ *
+ * @internal
+ */
+export interface LedgerReadBound {
+  readonly tip: number;
+  readonly generation: number;
+}
+
+/**
+ * The ledger reads of one store over an engine, below the {@link Ledger}
+ * interface: what the engine ledger's cursor is made of, and what a remote
+ * server (the Durable Objects `StoreObject`) uses to serve a remote cursor's
+ * pages, each checked against the generation the remote cursor was opened on.
+ *
+ * @internal
+ */
+export interface LedgerReader {
+  /** The tip and generation of `name` now, in one transaction. */
+  bound(name: string, options?: CallOptions): Promise<LedgerReadBound>;
+  /**
+   * A cursor over records `from`..`bound.tip` of the life `bound.generation`:
+   * a page per transaction, each checking the generation first.
+   */
+  cursor(name: string, from: number, bound: LedgerReadBound): LedgerCursor;
+}
+
+/** @internal See {@link LedgerReader}. */
+export function ledgerReader(engine: Engine, options: LedgerOptions): LedgerReader {
+  return engineLedgerReader(engine, storeLayout(options));
+}
+
+function engineLedgerReader(engine: Engine, layout: StoreLayout): LedgerReader {
+  return {
+    async bound(name, options) {
+      validateName(name);
+      return transact(engine, "readonly", "ledger.read", options, async (tx) => ({
+        tip: await tipOf(tx, layout, name),
+        generation: await generationOf(tx, layout, name),
+      }));
+    },
+    cursor(name, from, bound) {
+      validateName(name);
+      checkCount("from", from, 0);
+      // Each page is its own transaction; payloads are copied out of the engine.
+      return new PagedLedgerCursor(name, Math.max(from, 1), bound.tip, READ_PAGE, (first, last, pageOptions) =>
+        transact(engine, "readonly", "ledger.read", pageOptions, async (tx) => {
+          // Deleted since the cursor was opened: the records from `first` on belong to another life (or none).
+          if ((await generationOf(tx, layout, name)) !== bound.generation) throw new RecordNotFoundError(name, first);
+          const entries = await tx.scan<Uint8Array>({ lower: layout.ledgerRecord(name, first), upper: layout.ledgerRecord(name, last) });
+          return entries.map((entry) => ({ seq: entry.key[entry.key.length - 1] as number, payload: copyBytes(entry.value) }));
+        }),
+      );
+    },
+  };
+}
+
 function checkPayload(payload: unknown): Uint8Array {
   if (!isBytes(payload)) throw new InvalidArgumentError("payload", "must be a Uint8Array");
   if (payload.length > MAX_LEDGER_PAYLOAD_BYTES) {
@@ -115,11 +207,15 @@ function checkPayload(payload: unknown): Uint8Array {
 }
 
 class EngineLedger implements Ledger {
+  private readonly reader: LedgerReader;
+
   constructor(
     private readonly engine: Engine,
     private readonly layout: StoreLayout,
     private readonly clock: () => number,
-  ) {}
+  ) {
+    this.reader = engineLedgerReader(engine, layout);
+  }
 
   async append(name: string, expected: number, payload: Uint8Array, options?: LedgerWriteOptions): Promise<void> {
     validateName(name);
@@ -138,14 +234,7 @@ class EngineLedger implements Ledger {
   async read(name: string, from: number, options?: CallOptions): Promise<LedgerCursor> {
     validateName(name);
     checkCount("from", from, 0);
-    const bound = await transact(this.engine, "readonly", "ledger.read", options, (tx) => tipOf(tx, this.layout, name));
-    // Each page is its own transaction; payloads are copied out of the engine.
-    return new PagedLedgerCursor(Math.max(from, 1), bound, READ_PAGE, async (first, last, pageOptions) => {
-      const entries = await transact(this.engine, "readonly", "ledger.read", pageOptions, (tx) =>
-        tx.scan<Uint8Array>({ lower: this.layout.ledgerRecord(name, first), upper: this.layout.ledgerRecord(name, last) }),
-      );
-      return entries.map((entry) => ({ seq: entry.key[entry.key.length - 1] as number, payload: copyBytes(entry.value) }));
-    });
+    return this.reader.cursor(name, from, await this.reader.bound(name, options));
   }
 
   async tip(name: string, options?: CallOptions): Promise<number> {
@@ -160,7 +249,11 @@ class EngineLedger implements Ledger {
     const now = this.clock();
     await transact(this.engine, "readwrite", "ledger.delete", options, async (tx) => {
       await assertFence(tx, this.layout, fence, now);
-      for (const entry of await tx.scan({ prefix: this.layout.ledgerRecords(name) })) tx.delete(entry.key);
+      const records = await tx.scan({ prefix: this.layout.ledgerRecords(name) });
+      if (records.length === 0) return; // absent: a no-op (no cursor can be reading a life of it)
+      for (const entry of records) tx.delete(entry.key);
+      // A new life: cursors open on the old one end rather than read into the next.
+      tx.put(this.layout.ledgerGeneration(name), (await generationOf(tx, this.layout, name)) + 1);
     });
   }
 }
@@ -168,16 +261,25 @@ class EngineLedger implements Ledger {
 /**
  * A ledger cursor over pages: `readPage(first, last)` answers records from
  * `first` in sequence order (at most `last - first + 1`, possibly fewer), and
- * the cursor hands them out up to the bound fixed at open. A record missing
- * where the next one was expected (the ledger deleted, perhaps rewritten,
- * under the cursor) ends it. The engine ledger reads a page per transaction;
- * a remote client reads a page per call.
+ * the cursor hands them out up to the bound fixed at open. `readPage` throws
+ * {@link RecordNotFoundError} when the ledger is no longer the life the
+ * cursor was opened on (the engine ledger checks its generation; a remote
+ * client has the server check it). A record missing where the next one was
+ * expected within the bound (which a ledger of one life never shows: records
+ * are immutable and contiguous) ends the cursor the same way, so it never
+ * hands out records past a hole. The error is sticky: later calls throw it
+ * again. The engine ledger reads a page per transaction; a remote client
+ * reads a page per call.
+ *
+ * @internal
  */
 export class PagedLedgerCursor implements LedgerCursor {
   private buffer: LedgerRecord[] = [];
   private closed = false;
+  private failure: RecordNotFoundError | null = null;
 
   constructor(
+    private readonly name: string,
     private nextSeq: number,
     private readonly bound: number,
     private readonly pageSize: number,
@@ -192,17 +294,28 @@ export class PagedLedgerCursor implements LedgerCursor {
   }
 
   private async fill(options: CallOptions | undefined): Promise<void> {
+    if (this.failure !== null) throw this.failure;
     const first = this.nextSeq;
-    const page = await this.readPage(first, Math.min(this.bound, first + this.pageSize - 1), options);
+    let page: readonly LedgerRecord[];
+    try {
+      page = await this.readPage(first, Math.min(this.bound, first + this.pageSize - 1), options);
+    } catch (error) {
+      if (error instanceof RecordNotFoundError) this.failure = error;
+      throw error;
+    }
     let expected = first;
     for (const record of page) {
       if (record.seq !== expected || expected > this.bound) break;
       this.buffer.push(record);
       expected++;
     }
-    // Nothing where `first` was expected: the ledger changed under the cursor; stop. A short page
-    // goes on from where it ended (the next page finds any gap).
-    this.nextSeq = expected === first ? this.bound + 1 : expected;
+    if (expected === first) {
+      // Nothing where `first` was expected, below the bound: the ledger changed under the cursor.
+      this.failure = new RecordNotFoundError(this.name, first);
+      throw this.failure;
+    }
+    // A short page goes on from where it ended (the next page finds any hole).
+    this.nextSeq = expected;
   }
 
   async close(): Promise<void> {
@@ -213,7 +326,13 @@ export class PagedLedgerCursor implements LedgerCursor {
   [Symbol.asyncIterator](): AsyncIterator<LedgerRecord> {
     return {
       next: async () => {
-        const record = await this.next();
+        let record: LedgerRecord | undefined;
+        try {
+          record = await this.next();
+        } catch (error) {
+          await this.close(); // a `for await` loop does not call `return` when `next` throws
+          throw error;
+        }
         if (record === undefined) {
           await this.close();
           return { done: true, value: undefined };

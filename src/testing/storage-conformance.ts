@@ -6,7 +6,11 @@
  *
  * - Model-based: random sequences of ledger, KV and blob calls (with bad
  *   names, stale revisions, aborted signals, cursors read while the ledger
- *   grows, and restarts) against the reference models, call by call.
+ *   grows or is deleted and written again, and restarts) against the
+ *   reference models, call by call.
+ * - A multi-page ledger deleted and written again under open cursors (at
+ *   the start, inside the first page, at a page boundary), against the
+ *   reference model: a cursor never yields records of two lives.
  * - Model-based leases on a stalled scheduler (no renewal runs, the clock
  *   jumps), against the lease facts model.
  * - Lease invariants under random schedules with renewals running: at most
@@ -21,14 +25,14 @@ import type { Arbitrary, AsyncCommand } from "fast-check";
 import type { Engine } from "../engine.js";
 import { LeaseHeldError } from "../storage/errors.js";
 import type { Lease } from "../storage/leaser.js";
-import { appendDefinite, type LedgerCursor } from "../storage/ledger.js";
+import { appendDefinite, type LedgerCursor, type LedgerRecord } from "../storage/ledger.js";
 import { readAll } from "../storage/blobs.js";
 import { createStore, type Store } from "../storage/store.js";
 import type { ByteStream } from "../storage/web.js";
 import type { ConformanceCase } from "./journal-conformance.js";
 import { storageExampleCases } from "./storage-examples.js";
-import { BlobsOracle, KvOracle, LeaseOracle, LedgerOracle } from "./storage-oracle.js";
-import { expectSameOutcome, renderStorage, settleStorage, type StorageOutcome } from "./storage-compare.js";
+import { BlobsOracle, KvOracle, LeaseOracle, LedgerOracle, type LedgerCursorModel, type LedgerDrain } from "./storage-oracle.js";
+import { expectSameOutcome, renderStorage, sameStorage, sameStorageOutcome, settleStorage, type StorageOutcome } from "./storage-compare.js";
 import { virtualScheduler, type VirtualScheduler } from "./storage-scheduler.js";
 import { virtualClock, type VirtualClock } from "./virtual-clock.js";
 import { soakRequested } from "./soak.js";
@@ -95,6 +99,35 @@ export async function drain(cursor: LedgerCursor): Promise<{ seq: number; payloa
 }
 
 /**
+ * Read `cursor` to its end after the records already `taken` from it, and
+ * close it: every record, then `"drained"` or the error it threw.
+ */
+export async function drainToEnd(cursor: LedgerCursor, taken: readonly LedgerRecord[] = []): Promise<LedgerDrain> {
+  const records = [...taken];
+  try {
+    for (;;) {
+      const record = await cursor.next();
+      if (record === undefined) return { records, end: "drained" };
+      records.push(record);
+    }
+  } catch (error) {
+    return { records, end: error instanceof Error ? error : new Error(String(error)) };
+  } finally {
+    await cursor.close();
+  }
+}
+
+/** Check a drained cursor against the reference ledger's answer for one opened as `opened` (a mismatch names its first record). */
+function expectDrain(label: string, what: string, model: LedgerOracle, opened: LedgerCursorModel, actual: LedgerDrain): void {
+  const expected = model.drainAnswer(opened, actual.records.length);
+  if (sameStorageOutcome({ ok: true, value: expected }, { ok: true, value: actual })) return;
+  const at = Math.max(0, expected.records.findIndex((record, index) => !sameStorage(record, actual.records[index])));
+  const show = (drain: LedgerDrain) =>
+    `${drain.records.length} records, from record ${at + 1}: ${renderStorage(drain.records.slice(at, at + 3))}${drain.records.length > at + 3 ? "..." : ""}, then ${renderStorage(drain.end)}`;
+  throw new Error(`storage conformance (${label}): ${what} disagrees with the reference model\n  model:   ${show(expected)}\n  subject: ${show(actual)}`);
+}
+
+/**
  * The storage conformance cases for one engine.
  *
  * @example
@@ -116,12 +149,65 @@ export function storageConformanceCases(options: StorageConformanceOptions): Con
     { name: "random ledger, KV and blob calls agree with the reference models", run: () => runPrimitivesModel(options, runs), timeoutMs },
     { name: "random lease calls on a stalled scheduler agree with the lease facts model", run: () => runLeaseModel(options, runs), timeoutMs },
     { name: "random lease schedules with renewals keep the lease invariants", run: () => runLeaseInvariants(options, runs), timeoutMs },
+    { name: "cursors across a delete and rewrite of a multi-page ledger agree with the reference model", run: () => readAcrossRewrite(options), timeoutMs: 120_000 },
     { name: "two appenders at the same expected: exactly one lands", run: () => twoAppenders(options), timeoutMs: 60_000 },
     { name: "two acquirers of one lease: exactly one is granted", run: () => twoAcquirers(options), timeoutMs: 60_000 },
     { name: "two KV writers at one revision: exactly one wins", run: () => twoKvWriters(options), timeoutMs: 60_000 },
     { name: "two blob writers of one key: same bytes both succeed, different bytes one conflicts", run: () => twoBlobWriters(options), timeoutMs: 60_000 },
     ...storageExampleCases(options),
   ];
+}
+
+/**
+ * One multi-page ledger (more records than a cursor's page), cursors opened
+ * on it and read to different points (none, inside the first page, exactly
+ * one page of 256, from the middle), then the ledger deleted and written
+ * again as long and longer; and a second ledger deleted under a cursor and
+ * left empty. Every cursor must agree with the reference model: a prefix of
+ * its own life, then drained or RecordNotFoundError, never a new record.
+ */
+async function readAcrossRewrite(options: StorageConformanceOptions): Promise<void> {
+  const subject = await options.createSubject();
+  try {
+    const store = createStore(subject.engine, { name: STORE });
+    const model = new LedgerOracle();
+    const text = (value: string) => new TextEncoder().encode(value);
+    const fill = async (name: string, from: number, count: number, tag: string) => {
+      for (let seq = from + 1; seq <= from + count; seq++) {
+        const payload = text(`${tag}${seq}`);
+        model.append(name, seq - 1, payload);
+        await store.ledger.append(name, seq - 1, payload);
+      }
+    };
+    const open = async (name: string, from: number, take: number) => {
+      const opened = model.open(name, from);
+      const cursor = await store.ledger.read(name, from);
+      const taken: LedgerRecord[] = [];
+      for (let i = 0; i < take; i++) {
+        const record = await cursor.next();
+        if (record !== undefined) taken.push(record);
+      }
+      return { what: `read(${name}, ${from}) with ${take} records taken before the delete`, opened, cursor, taken };
+    };
+
+    await fill("rewritten", 0, 300, "old");
+    const cursors = [await open("rewritten", 1, 0), await open("rewritten", 1, 1), await open("rewritten", 1, 256), await open("rewritten", 200, 1)];
+    model.delete("rewritten");
+    await store.ledger.delete("rewritten");
+    await fill("rewritten", 0, 300, "new");
+    // A later cursor reads the new life only.
+    const after = await open("rewritten", 250, 0);
+    await fill("rewritten", 300, 20, "new");
+    for (const c of [...cursors, after]) expectDrain(options.label, c.what, model, c.opened, await drainToEnd(c.cursor, c.taken));
+
+    await fill("emptied", 0, 260, "old");
+    const emptied = await open("emptied", 1, 1);
+    model.delete("emptied");
+    await store.ledger.delete("emptied");
+    expectDrain(options.label, emptied.what, model, emptied.opened, await drainToEnd(emptied.cursor, emptied.taken));
+  } finally {
+    await subject.close();
+  }
 }
 
 function assertion(condition: boolean, label: string, message: string): asserts condition {
@@ -145,6 +231,8 @@ interface PrimitivesModel {
   readonly blobs: BlobsOracle;
   /** Highest revision seen per key (revisions must strictly increase). */
   readonly revs: Map<string, number>;
+  /** Ledger rewrites so far: each one's bytes are its own. */
+  readonly lives: { count: number };
 }
 
 interface PrimitivesReal {
@@ -214,6 +302,39 @@ function primitivesCommands(): Arbitrary<PrimitivesCommand>[] {
       await agree(model, `draining a cursor opened before that append`, () => before, () => drain(cursor));
     }),
   );
+
+  // A cursor reads one life of its ledger: deleted (and written again) under it, it never yields the new records.
+  // The command grows the ledger first (random runs are short, so it is often empty), and the new life's bytes are
+  // unlike any record written before, so a cursor that reads on into the new life cannot pass unnoticed.
+  const readAcrossDelete = fc
+    .record({ name, grow: fc.integer({ min: 1, max: 3 }), taken: fc.nat({ max: 3 }), rewrite: fc.nat({ max: 4 }) })
+    .map(({ name, grow, taken, rewrite: count }) =>
+      command<PrimitivesModel, PrimitivesReal>(`append x${grow}, read(${name}), next() x${taken}, delete, append x${count}, drain`, async (model, real) => {
+        let tip: number;
+        try {
+          tip = model.ledger.tip(name);
+        } catch {
+          return; // invalid names are covered by read()
+        }
+        for (let i = 0; i < grow; i++) {
+          const bytes = patternBytes(3, i);
+          await agree(model, `append(${name}, ${tip + i}) before the read`, () => model.ledger.append(name, tip + i, bytes), () => real.store.ledger.append(name, tip + i, bytes));
+        }
+        const opened = model.ledger.open(name, 1);
+        const rewrite = Array.from({ length: count }, () => patternBytes(4, ++model.lives.count));
+        const cursor = await real.store.ledger.read(name, 1);
+        const first: LedgerRecord[] = [];
+        for (let i = 0; i < taken; i++) {
+          const record = await cursor.next();
+          if (record !== undefined) first.push(record);
+        }
+        await agree(model, `ledger.delete(${name}) under an open cursor`, () => model.ledger.delete(name), () => real.store.ledger.delete(name));
+        for (const [index, bytes] of rewrite.entries()) {
+          await agree(model, `append(${name}, ${index}) after the delete`, () => model.ledger.append(name, index, bytes), () => real.store.ledger.append(name, index, bytes));
+        }
+        expectDrain(model.label, `draining a cursor opened before the delete (${first.length} records taken before it)`, model.ledger, opened, await drainToEnd(cursor, first));
+      }),
+    );
 
   const tip = name.map((name) =>
     command<PrimitivesModel, PrimitivesReal>(`tip(${name})`, async (model, real) => {
@@ -320,7 +441,7 @@ function primitivesCommands(): Arbitrary<PrimitivesCommand>[] {
     }),
   );
 
-  return [append, append, read, readWhileAppending, tip, deleteLedger, put, put, get, keys, deleteKey, blobPut, blobGet, blobDelete, blobList, aborted, restart];
+  return [append, append, read, readWhileAppending, readAcrossDelete, tip, deleteLedger, put, put, get, keys, deleteKey, blobPut, blobGet, blobDelete, blobList, aborted, restart];
 }
 
 async function runPrimitivesModel(options: StorageConformanceOptions, runs: number): Promise<void> {
@@ -328,7 +449,7 @@ async function runPrimitivesModel(options: StorageConformanceOptions, runs: numb
     fc.asyncProperty(fc.commands(primitivesCommands(), { maxCommands: 40 }), async (commands) => {
       const subject = await options.createSubject();
       try {
-        const model: PrimitivesModel = { label: options.label, ledger: new LedgerOracle(), kv: new KvOracle(), blobs: new BlobsOracle(), revs: new Map() };
+        const model: PrimitivesModel = { label: options.label, ledger: new LedgerOracle(), kv: new KvOracle(), blobs: new BlobsOracle(), revs: new Map(), lives: { count: 0 } };
         const real: PrimitivesReal = { subject, engine: subject.engine, store: createStore(subject.engine, { name: STORE }) };
         await fc.asyncModelRun(() => ({ model, real }), commands);
       } finally {

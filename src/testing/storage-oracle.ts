@@ -5,7 +5,9 @@
  * typed errors, checking arguments in the same order as the core (name
  * first, then the numbers, then the bytes).
  *
- * - {@link LedgerOracle}: one array of payloads per name.
+ * - {@link LedgerOracle}: one array of payloads per name, and a count of
+ *   deletes per name (the ledger's lives), for what a cursor open across a
+ *   delete may answer ({@link LedgerOracle.drainAnswer}).
  * - {@link KvOracle}: one map; revisions from one per-store counter (as the
  *   core issues them: strictly increasing per key, across delete too).
  * - {@link BlobsOracle}: one map of whole byte arrays; conflict by bytes.
@@ -13,7 +15,7 @@
  *   the caller passing `now`; it does not run renewal timers.
  */
 import { copyBytes } from "../storage/copy.js";
-import { ConflictError, BlobConflictError, BlobNotFoundError, InvalidArgumentError, KeyNotFoundError, LeaseHeldError, LeaseLostError, RevisionConflictError } from "../storage/errors.js";
+import { ConflictError, BlobConflictError, RecordNotFoundError, BlobNotFoundError, InvalidArgumentError, KeyNotFoundError, LeaseHeldError, LeaseLostError, RevisionConflictError } from "../storage/errors.js";
 import type { KvEntry } from "../storage/kv.js";
 import type { LedgerRecord } from "../storage/ledger.js";
 import { validateName, validatePrefix } from "../storage/names.js";
@@ -26,9 +28,26 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && a.every((byte, index) => byte === b[index]);
 }
 
+/** A cursor as the reference ledger opened it: its records, and the life of the ledger it reads. */
+export interface LedgerCursorModel {
+  readonly name: string;
+  /** Every record from `from` to the tip when it was opened. */
+  readonly records: readonly LedgerRecord[];
+  /** The ledger's deletes so far when it was opened. */
+  readonly life: number;
+}
+
+/** How draining a cursor ended: its records, then drained or the error it threw. */
+export interface LedgerDrain {
+  readonly records: readonly LedgerRecord[];
+  readonly end: "drained" | Error;
+}
+
 /** The reference ledger. */
 export class LedgerOracle {
   private readonly ledgers = new Map<string, Uint8Array[]>();
+  /** Deletes per name: each one starts a new life of the ledger. */
+  private readonly lives = new Map<string, number>();
 
   append(name: string, expected: number, payload: Uint8Array): void {
     validateName(name);
@@ -57,6 +76,30 @@ export class LedgerOracle {
   delete(name: string): void {
     validateName(name);
     this.ledgers.delete(name);
+    this.lives.set(name, (this.lives.get(name) ?? 0) + 1);
+  }
+
+  /** A cursor opened now: what {@link read} answers now, and the ledger's life. */
+  open(name: string, from: number): LedgerCursorModel {
+    return { name, records: this.read(name, from), life: this.lives.get(name) ?? 0 };
+  }
+
+  /**
+   * What draining `cursor` must answer now, given that it yielded `yielded`
+   * records in all (the one thing the spec leaves to an implementation: how
+   * many records it had fetched before a delete; a cursor reads in pages).
+   * - The ledger has not been deleted since the cursor was opened: all of its
+   *   records, then drained (cursors are bounded: no later appends).
+   * - It has: its first `yielded` records then {@link RecordNotFoundError} at
+   *   the next one, or all of them then drained. Never a record of the new
+   *   life: sequences are immutable, so a cursor reads one life.
+   */
+  drainAnswer(cursor: LedgerCursorModel, yielded: number): LedgerDrain {
+    const all = cursor.records.map((record) => ({ seq: record.seq, payload: copyBytes(record.payload) }));
+    const deleted = (this.lives.get(cursor.name) ?? 0) !== cursor.life;
+    if (!deleted || yielded >= all.length) return { records: all, end: "drained" };
+    const cut = Math.max(0, yielded);
+    return { records: all.slice(0, cut), end: new RecordNotFoundError(cursor.name, all[cut]!.seq) };
   }
 
   /** `appendDefinite` on a local ledger: append, or accept identical bytes already at `expected + 1`. */

@@ -36,6 +36,7 @@ import {
   StorageBackendError,
   StorageError,
   type CompositePart,
+  type AmbiguousOperation,
   type NameRule,
 } from "../storage/errors.js";
 import type { KV } from "../storage/kv.js";
@@ -167,6 +168,8 @@ export function storageRetryable(error: StorageError): boolean {
 }
 
 const text = (value: unknown, fallback = ""): string => (typeof value === "string" ? value : fallback);
+/** The writes an `AmbiguousError` may name (an unknown name reads as an append's, the older answers' only kind). */
+const AMBIGUOUS_OPERATIONS: readonly AmbiguousOperation[] = ["ledger.append", "ledger.delete", "kv.put", "kv.delete", "blobs.put", "blobs.delete"];
 const count = (value: unknown): number => (typeof value === "number" && Number.isFinite(value) ? value : 0);
 
 function idOf(value: unknown): OrderedId {
@@ -199,7 +202,7 @@ function rebuild(code: string, f: Record<string, unknown>): StorageError | null 
     case "conflict":
       return new ConflictError(text(f["name"]), count(f["expected"]));
     case "ambiguous":
-      return new AmbiguousError(text(f["name"]), count(f["expected"]), cause);
+      return new AmbiguousError(text(f["name"]), count(f["expected"]), cause, AMBIGUOUS_OPERATIONS.find((operation) => operation === f["operation"]) ?? "ledger.append");
     case "append_verify_failed":
       return new AppendVerifyError(text(f["name"]), count(f["seq"]), cause);
     case "record_not_found":

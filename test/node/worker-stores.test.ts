@@ -10,6 +10,7 @@ import { validate } from "@readme/openapi-parser";
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import {
+  AmbiguousError,
   BlobConflictError,
   ConflictError,
   InvalidDueError,
@@ -522,6 +523,9 @@ describe("storage errors as data", () => {
       new BlobConflictError("snap"),
       new InvalidNameError("Bad", "segment_start"),
       new OrderedRevisionConflictError({ namespace: "n", orderingScope: "s", stableKey: "k" }, 1, 4),
+      new AmbiguousError("log", 3),
+      new AmbiguousError("settings/theme", 0, undefined, "kv.put"),
+      new AmbiguousError("snap/1", 0, undefined, "blobs.delete"),
     ];
     for (const error of samples) {
       const wire = JSON.parse(JSON.stringify(encodeStorageError(error))) as StorageWireError;

@@ -54,6 +54,24 @@ describe("StoreObject over RPC", () => {
     expect(failed(await stub.ledgerTip("app", "Bad Name"))).toMatchObject({ code: "invalid_name", type: "InvalidNameError", fields: { name: "Bad Name" } });
   });
 
+  it("ledger: a page read at a generation is record_not_found once the ledger was deleted (and written again) since", async () => {
+    const stub = stores("ledger-generation");
+    ok(await stub.ledgerAppend("app", "log", 0, text("old1")));
+    ok(await stub.ledgerAppend("app", "log", 1, text("old2")));
+    const bound = ok(await stub.ledgerBound("app", "log"));
+    expect(bound).toEqual({ tip: 2, generation: 0 });
+    expect(ok(await stub.ledgerRead("app", "log", 1, 1, bound.generation)).map((r) => r.seq)).toEqual([1]);
+    ok(await stub.ledgerDelete("app", "log"));
+    ok(await stub.ledgerAppend("app", "log", 0, text("new1")));
+    ok(await stub.ledgerAppend("app", "log", 1, text("new2")));
+    expect(failed(await stub.ledgerRead("app", "log", 2, 1, bound.generation))).toMatchObject({ code: "record_not_found", type: "RecordNotFoundError", fields: { name: "log", seq: 2 } });
+    expect(ok(await stub.ledgerBound("app", "log"))).toEqual({ tip: 2, generation: 1 });
+    expect(ok(await stub.ledgerRead("app", "log", 2, 1, 1)).map((r) => new TextDecoder().decode(r.payload))).toEqual(["new2"]);
+    expect(ok(await stub.ledgerRead("app", "log", 2)).map((r) => r.seq)).toEqual([2]); // no generation: the ledger as it is now
+    ok(await stub.ledgerDelete("app", "never")); // absent: a no-op, no new generation
+    expect(ok(await stub.ledgerBound("app", "never"))).toEqual({ tip: 0, generation: 0 });
+  });
+
   it("KV: compare-and-swap by revision", async () => {
     const stub = stores("kv");
     const rev1 = ok(await stub.kvPut("app", "settings/theme", 0, text("dark")));

@@ -18,6 +18,7 @@ import {
   KeyNotFoundError,
   OrderedAmbiguousError,
   OrderedRevisionConflictError,
+  RecordNotFoundError,
   RevisionConflictError,
   StorageBackendError,
 } from "../../src/index.js";
@@ -257,6 +258,99 @@ describe("StoreObjectClient", () => {
       }),
     );
     expect(ambiguous.status).toBe(504);
+  });
+
+  /** A stub whose calls run in the real object, then lose their reply (the platform's "Network connection lost."). */
+  function replyLost(store: string): StoreObjectStub {
+    const real = env.STORES.get(env.STORES.idFromName(store)) as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    return new Proxy({} as StoreObjectStub, {
+      get: (_target, method: string) => async (...args: unknown[]) => {
+        await real[method]!(...args);
+        throw Object.assign(new Error("Network connection lost."), { retryable: true });
+      },
+    });
+  }
+
+  it("a write whose reply is lost after it ran is ambiguous, never a backend error that says nothing was written", async () => {
+    const name = freshStore();
+    const real = new StoreObjectClient(env.STORES, name);
+    const lossy = StoreObjectClient.fromStub(replyLost(name), name);
+    const outcome = async (call: () => Promise<unknown>) => call().then(() => "resolved", (error: unknown) => error);
+
+    const put = await outcome(() => lossy.kv.put("settings/theme", 0, text("dark")));
+    expect(put).toBeInstanceOf(AmbiguousError);
+    expect(put).toMatchObject({ code: "ambiguous", operation: "kv.put", name: "settings/theme", expected: 0 });
+    expect(((put as AmbiguousError).cause as { retryable: boolean }).retryable).toBe(true);
+    const landed = await real.kv.get("settings/theme");
+    expect(new TextDecoder().decode(landed.value)).toBe("dark"); // it did land
+
+    const kvDelete = await outcome(() => lossy.kv.delete("settings/theme"));
+    expect(kvDelete).toMatchObject({ code: "ambiguous", operation: "kv.delete", name: "settings/theme" });
+    await expect(real.kv.get("settings/theme")).rejects.toBeInstanceOf(KeyNotFoundError);
+
+    const append = await outcome(() => lossy.ledger.append("log", 0, text("a")));
+    expect(append).toMatchObject({ code: "ambiguous", operation: "ledger.append", name: "log", expected: 0 });
+    expect(await real.ledger.tip("log")).toBe(1);
+    const ledgerDelete = await outcome(() => lossy.ledger.delete("log"));
+    expect(ledgerDelete).toBeInstanceOf(AmbiguousError);
+    expect(ledgerDelete).toMatchObject({ code: "ambiguous", operation: "ledger.delete", name: "log" });
+    expect(await real.ledger.tip("log")).toBe(0);
+
+    const blobPut = await outcome(() => lossy.blobs.put("snap/1", text("bytes")));
+    expect(blobPut).toMatchObject({ code: "ambiguous", operation: "blobs.put", name: "snap/1" });
+    expect(await real.blobs.list("snap/")).toEqual(["snap/1"]);
+    const blobDelete = await outcome(() => lossy.blobs.delete("snap/1"));
+    expect(blobDelete).toMatchObject({ code: "ambiguous", operation: "blobs.delete", name: "snap/1" });
+    expect(await real.blobs.list("snap/")).toEqual([]);
+
+    // A read has nothing to have written: still a backend error.
+    const get = await outcome(() => lossy.kv.keys(""));
+    expect(get).toBeInstanceOf(StorageBackendError);
+    expect(get).toMatchObject({ code: "backend", operation: "kv.keys" });
+
+    // A refusal the object answered as data stays definite, even through a stub whose replies are otherwise lost.
+    const rev = await real.kv.put("k", 0, text("v"));
+    const refused = StoreObjectClient.fromStub(
+      new Proxy({} as StoreObjectStub, { get: (_target, method: string) => (...args: unknown[]) => (env.STORES.get(env.STORES.idFromName(name)) as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[method]!(...args) }),
+      name,
+    );
+    const stale = await outcome(() => refused.kv.put("k", 0, text("w")));
+    expect(stale).toBeInstanceOf(RevisionConflictError);
+    expect(stale).toMatchObject({ key: "k", expectedRev: 0, actualRev: rev });
+
+    // Through the app an ambiguous KV put is a 504 (outcome unknown), not a 503 (retry blindly).
+    const app = createApp({ journals: {}, stores: () => lossy, auth: { tokens: [{ name: "s", token: TOKEN, scopes: ["store:*"] }] } });
+    const answer = await app.fetch(
+      new Request(`http://isostore.test/v1/stores/${seg(name)}/kv/${seg("other")}`, {
+        method: "PUT",
+        headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify({ expectedRev: 0, value: b64("x") }),
+      }),
+    );
+    expect(answer.status).toBe(504);
+  });
+
+  it("a cursor never reads on into a ledger deleted and written again under it (one life per cursor)", async () => {
+    const store = new StoreObjectClient(env.STORES, freshStore());
+    for (let i = 0; i < 300; i++) await store.ledger.append("log", i, text(`old${i + 1}`));
+    const cursor = await store.ledger.read("log", 1);
+    const seen = [(await cursor.next())!];
+    await store.ledger.delete("log");
+    for (let i = 0; i < 300; i++) await store.ledger.append("log", i, text(`new${i + 1}`));
+    const end = await (async () => {
+      try {
+        for (let record = await cursor.next(); record !== undefined; record = await cursor.next()) seen.push(record);
+        return "drained";
+      } catch (error) {
+        return error;
+      }
+    })();
+    const payloads = seen.map((r) => `${r.seq}:${new TextDecoder().decode(r.payload)}`);
+    expect(payloads.filter((p) => p.includes("new"))).toEqual([]);
+    expect(payloads).toEqual(Array.from({ length: 256 }, (_, i) => `${i + 1}:old${i + 1}`)); // the first page, then nothing of the new life
+    expect(end).toBeInstanceOf(RecordNotFoundError);
+    expect(end).toMatchObject({ code: "record_not_found", name: "log", seq: 257 });
+    await expect(cursor.next()).rejects.toBeInstanceOf(RecordNotFoundError); // sticky
   });
 });
 
