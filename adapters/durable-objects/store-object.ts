@@ -123,8 +123,13 @@ export function encodeStoreError(error: unknown): StoreWireError {
  *
  * @example
  * ```ts
- * const outcome = await env.STORES.getByName("acme").kvGet("acme", "settings/theme");
- * if (!outcome.ok) throw decodeStoreError(outcome.error); // e.g. a KeyNotFoundError
+ * import { decodeStoreError, type StoreOutcome } from "isostore/durable-objects";
+ *
+ * // An answer of a StoreObject call made by hand (StoreObjectClient does this for you).
+ * function unwrap<T>(outcome: StoreOutcome<T>): T {
+ *   if (!outcome.ok) throw decodeStoreError(outcome.error); // e.g. a KeyNotFoundError (instanceof works)
+ *   return outcome.value;
+ * }
  * ```
  */
 export function decodeStoreError(wire: StoreWireError): StorageError {
@@ -148,7 +153,23 @@ interface HeldEntry {
 
 /**
  * The storage primitives of one store, by Workers RPC (declare it with
- * `new_sqlite_classes`; see the module comment for the protocol).
+ * `new_sqlite_classes`; see the module comment for the protocol). Reach it
+ * through {@link StoreObjectClient}.
+ *
+ * @example
+ * ```ts
+ * // wrangler.toml: a binding `STORES` of class_name "StoreObject",
+ * // and a migration with new_sqlite_classes = ["StoreObject"].
+ * import { StoreObjectClient, type StoreObject } from "isostore/durable-objects";
+ * export { StoreObject } from "isostore/durable-objects";
+ *
+ * export default {
+ *   async fetch(request: Request, env: { STORES: DurableObjectNamespace<StoreObject> }): Promise<Response> {
+ *     const store = new StoreObjectClient(env.STORES, "tenants/acme");
+ *     return Response.json(await store.kv.keys("settings/"));
+ *   },
+ * };
+ * ```
  */
 export class StoreObject<Env extends StoreObjectEnv = StoreObjectEnv> extends DurableObject<Env> {
   private readonly engine: Engine;
