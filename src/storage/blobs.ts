@@ -23,7 +23,7 @@
  */
 import type { Engine } from "../engine.js";
 import { copyBytes } from "./copy.js";
-import { BlobConflictError, BlobNotFoundError, InvalidArgumentError } from "./errors.js";
+import { BlobConflictError, BlobNotFoundError, InvalidArgumentError, StorageError } from "./errors.js";
 import { BLOB_CHUNK_BYTES, storeLayout, type BlobMetaRow, type StoreLayout } from "./layout.js";
 import { validateName, validatePrefix } from "./names.js";
 import { throwIfAborted, type CallOptions } from "./options.js";
@@ -116,7 +116,9 @@ export async function readAll(stream: ByteStream, max: number = Number.MAX_SAFE_
     }
   } catch (error) {
     await reader.cancel(error).catch(() => undefined); // the stream's own error is already the one we report
-    throw error;
+    if (error instanceof StorageError) throw error;
+    // The caller's stream failed (an upload that broke off): a typed refusal of the content, its error as cause.
+    throw new InvalidArgumentError("content", `the content stream failed: ${error instanceof Error ? error.message : String(error)}`, error);
   } finally {
     reader.releaseLock();
   }

@@ -88,8 +88,9 @@ const NAME_RULE_TEXT: Record<NameRule, string> = {
 export class InvalidArgumentError extends StorageError {
   declare readonly code: "invalid_argument";
   readonly argument: string;
-  constructor(argument: string, message: string) {
-    super("invalid_argument", `${argument}: ${message}`);
+  /** `cause`: what made the argument unusable when it failed on its own (a content stream that errored). */
+  constructor(argument: string, message: string, cause?: unknown) {
+    super("invalid_argument", `${argument}: ${message}`, cause === undefined ? undefined : { cause });
     this.name = "InvalidArgumentError";
     this.argument = argument;
   }

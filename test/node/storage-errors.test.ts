@@ -119,3 +119,26 @@ describe("argument checks", () => {
     expect(() => createStore(engine, { name: "app", leaseTtlMs: 2 })).not.toThrow();
   });
 });
+
+describe("a blob whose content stream fails", () => {
+  it("is refused with a typed error carrying the stream's error, and nothing is stored", async () => {
+    const engine = memoryEngine();
+    const store = createStore(engine, { name: "app" });
+    const broken = new Error("upload broke off");
+    let pulls = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (pulls++ === 0) controller.enqueue(new Uint8Array([1, 2, 3]));
+        else controller.error(broken);
+      },
+    });
+    const refusal = await store.blobs.put("snap", stream).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(refusal).toBeInstanceOf(StorageError);
+    expect(refusal).toMatchObject({ code: "invalid_argument", argument: "content", cause: broken });
+    expect(await store.blobs.list("")).toEqual([]);
+    await engine.close();
+  });
+});
