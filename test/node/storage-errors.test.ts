@@ -6,6 +6,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
+import { newByteStream } from "../../src/storage/web.js";
 import {
   AppendVerifyError,
   ConflictError,
@@ -126,8 +127,9 @@ describe("a blob whose content stream fails", () => {
     const store = createStore(engine, { name: "app" });
     const broken = new Error("upload broke off");
     let pulls = 0;
-    const stream = new ReadableStream<Uint8Array>({
-      pull(controller) {
+    const stream = newByteStream({
+      pull: async (controller) => {
+        await Promise.resolve();
         if (pulls++ === 0) controller.enqueue(new Uint8Array([1, 2, 3]));
         else controller.error(broken);
       },
