@@ -317,8 +317,11 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
   /** Serve one journal call with the caller's clock reading. */
   private serve<T>(config: PartitionConfig, now: number, call: (journal: UsageJournal) => Promise<T>): Promise<WireOutcome<T>> {
     return toWire(async () => {
+      // The caller's clock reading is the journal's clock for this call: checked like any `now`
+      // (a bad one, NaN or 1e300, would prune acknowledged events still inside their window).
+      const at = checkNow("now", now);
       const journal = await this.open(config);
-      this.callNow = now;
+      this.callNow = at;
       let pending: Promise<T>;
       try {
         pending = call(journal);
@@ -426,6 +429,7 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
     return toWire(async () => {
       const list = checkList<IdReservation>("items", items, 1000);
       checkRequestIds(list);
+      checkNow("now", now);
       const journal = await this.open(config);
       return this.engine.transact("readwrite", async (tx) => {
         const registry = new IdRegistry(tx, journal.name, journal.capacity.retainAcknowledgedMs);
@@ -440,6 +444,7 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
   async registryDue(config: PartitionConfig, now: number, limit: number): Promise<WireOutcome<DueEntry[]>> {
     return toWire(async () => {
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new InvalidArgumentError("limit", "must be an integer from 1 to 1000");
+      checkNow("now", now);
       const journal = await this.open(config);
       return this.engine.transact("readonly", (tx) => new IdRegistry(tx, journal.name, journal.capacity.retainAcknowledgedMs).due(now, limit));
     });
@@ -450,6 +455,7 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
     return toWire(async () => {
       const list = checkList<RegistryVerdict>("verdicts", verdicts, 1000);
       checkRequestIds(list);
+      checkNow("now", now);
       const journal = await this.open(config);
       return this.engine.transact("readwrite", async (tx) => {
         const registry = new IdRegistry(tx, journal.name, journal.capacity.retainAcknowledgedMs);

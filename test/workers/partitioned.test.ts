@@ -475,6 +475,21 @@ describe("partitioned journal", () => {
     expect(handed.sort()).toEqual([...subjects].sort());
   });
 
+  it("a partition refuses a clock reading that is not a valid time, before it prunes or writes anything", async () => {
+    const time = virtualClock(T0);
+    const { journal, open } = fresh(2, { ...ROOMY, retainAcknowledgedMs: 86_400_000 }, time.clock);
+    await journal.append(usage(1, "user-1"));
+    await journal.ack((await journal.claim(billing, { maxEvents: 1, leaseMs: 1000, now: time.now }))[0]!.id);
+    for (const bad of [Number.NaN, 1e300, -1, 1.5]) {
+      const skewed = open(2, env.PARTITIONS, { clock: () => bad });
+      await expect(skewed.append(usage(2, "user-1"))).rejects.toMatchObject({ code: "invalid_argument", argument: "now" });
+      await expect(skewed.prune({ now: time.now + 1 })).rejects.toMatchObject({ code: "invalid_argument", argument: "now" });
+    }
+    // Event 1 was acknowledged inside its window: still stored, so its retry is already_present (not appended again).
+    expect(await journal.append(usage(1, "user-1"))).toMatchObject({ status: "already_present" });
+    expect(await journal.stats(billing)).toMatchObject({ pending: 0, inFlight: 0 });
+  });
+
   it("a claim smaller than P asks every partition once, read-only, and claims only where events are due", async () => {
     const time = virtualClock(T0);
     const calls: string[] = [];
