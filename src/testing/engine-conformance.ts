@@ -99,8 +99,9 @@ function isBytes(value: unknown): value is Uint8Array {
 
 /** Structural equality of stored values: `Uint8Array`s byte by byte (and only with each other), arrays, plain objects, primitives. */
 function sameValue(a: unknown, b: unknown): boolean {
+  // Object.is: -0 is not 0 (a value keeps its sign), NaN is NaN.
+  if (typeof a === "number" && typeof b === "number") return Object.is(a, b);
   if (a === b) return true;
-  if (typeof a === "number" && typeof b === "number") return Number.isNaN(a) && Number.isNaN(b);
   if (a === null || b === null || typeof a !== "object" || typeof b !== "object") return false;
   if (isBytes(a) || isBytes(b)) {
     if (!isBytes(a) || !isBytes(b) || a.length !== b.length) return false;
@@ -679,7 +680,14 @@ function exampleCases(options: EngineConformanceOptions): ConformanceCase[] {
             { bytes: new Uint8Array([9]), list: [new Uint8Array(0), "s"], nested: { deeper: { bytes: new Uint8Array([1, 2]) } } },
             { n: -1.5, big: 1e300, small: -5e-324, int: 42, t: true, f: false, none: null, s: "", u: "\u0000\u00ff\u{1f600}\ud800", list: [1, "two", null, true, { nested: 1.5 }, []], empty: {} },
             [[[]], {}, [{ a: [{ b: "c" }] }]],
-            { $u8: "not bytes", $o: { $u8: "AA==" }, __proto_like: "x", "key with spaces": 1, "": "empty key" },
+            { $u8: "not bytes", $o: { $u8: "AA==" }, $z: 0, __proto_like: "x", "key with spaces": 1, "": "empty key" },
+            // An own `__proto__` key (a computed key is a property, not the prototype), beside bytes and without.
+            { ["__proto__"]: { a: 1 }, bytes: new Uint8Array([7]) },
+            { ["__proto__"]: "plain" },
+            // -0 keeps its sign, alone, nested, beside bytes.
+            -0,
+            { n: -0, list: [-0, 0] },
+            { n: -0, bytes: new Uint8Array([1]) },
             "a string",
             "",
             0,
@@ -772,7 +780,8 @@ function clone(value: unknown): unknown {
   if (Array.isArray(value)) return (value as unknown[]).map(clone);
   if (value !== null && typeof value === "object") {
     const copy: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) copy[k] = clone(v);
+    // defineProperty: an own `__proto__` key stays a key (an assignment would set the prototype).
+    for (const [k, v] of Object.entries(value)) Object.defineProperty(copy, k, { value: clone(v), enumerable: true, writable: true, configurable: true });
     return copy;
   }
   return value;
