@@ -264,7 +264,8 @@ class DurableObjectTransaction implements EngineTransaction {
       bindings.push(toBlob(interval.upper));
     }
     let query = `SELECT k, v, t FROM _isostore_kv${where.length > 0 ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY k${reverse ? " DESC" : ""}`;
-    if (limit !== Infinity) {
+    // SQLite binds a number past 2^53 as REAL, which LIMIT refuses: such a limit reads unbounded (the loop stops at `limit`).
+    if (limit + deletes <= Number.MAX_SAFE_INTEGER) {
       query += " LIMIT ?";
       bindings.push(limit + deletes);
     }

@@ -439,6 +439,9 @@ function exampleCases(options: EngineConformanceOptions): ConformanceCase[] {
           await expectKeys(engine, { lower: ["a", 1], lowerOpen: true }, { limit: 3 }, [["a", 2], ["a", 2, "x"], ["a", 3]]);
           await expectKeys(engine, { lower: ["a", 1], upper: ["ab"], upperOpen: true }, { limit: 3, reverse: true }, [["a", "z"], ["a", 3], ["a", 2, "x"]]);
           await expectKeys(engine, {}, { limit: 100 }, RANGE_KEYS);
+          // Limits past 2^53 are integers too (a SQL engine must not bind them as REAL).
+          await expectKeys(engine, {}, { limit: 2 ** 63 }, RANGE_KEYS);
+          await expectKeys(engine, {}, { limit: 1e300, reverse: true }, [...RANGE_KEYS].reverse());
           await expectKeys(engine, {}, { limit: 1, reverse: true }, [["b"]]);
           await expectKeys(engine, {}, { reverse: false }, RANGE_KEYS);
           const first = await scanAll(engine, { prefix: ["a"] }, { limit: 1 });
