@@ -106,6 +106,26 @@ export async function clearRange(tx: EngineTransaction, range: KeyRange): Promis
   for (const entry of await tx.scan(range)) tx.delete(entry.key);
 }
 
+/**
+ * Options of {@link Engine.transact}: hints about the transaction, never a
+ * change of its meaning. An engine that has no use for a hint ignores it.
+ */
+export interface TransactOptions {
+  /**
+   * The transaction grows the stored data without bound: nothing else the
+   * caller does takes back what it adds (the journal's `append` and
+   * `appendBatch`, and nothing else of the journal). An engine whose storage
+   * has a hard limit may refuse such a transaction early, while storage is
+   * nearly full, so that every other transaction (the claims, acks, prunes
+   * and the engine's own housekeeping that free space) can still use the
+   * room kept in reserve; it refuses with its own error, as it would refuse a
+   * full storage, and writes nothing. Only a `"readwrite"` transaction can
+   * grow. The IndexedDB engine uses it (`reserveBytes`); memory and Durable
+   * Objects ignore it. Absent means false.
+   */
+  readonly grows?: boolean;
+}
+
 /** A transactional, ordered key-value store over tuple keys. */
 export interface Engine {
   /** Whether committed data outlives the process (memory: false). */
@@ -121,9 +141,10 @@ export interface Engine {
   /**
    * Run `fn` in one transaction and resolve with its result once the
    * transaction committed. A throw inside `fn` rolls back everything it wrote
-   * and rejects with that error.
+   * and rejects with that error. `options` are hints (see
+   * {@link TransactOptions}); an engine may ignore them.
    */
-  transact<T>(mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>): Promise<T>;
+  transact<T>(mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, options?: TransactOptions): Promise<T>;
   /** Release the engine's resources. Further calls reject. */
   close(): Promise<void>;
 }

@@ -18,7 +18,11 @@
 export type IndexedDbEngineErrorCode =
   /** Another connection (an older tab) holds the database open and did not let an upgrade through. */
   | "blocked"
-  /** The origin's storage quota is exhausted; the transaction was rolled back. */
+  /**
+   * The origin's storage quota is exhausted (`cause`: the browser's
+   * `QuotaExceededError`), or nearly: a transaction that grows the data was
+   * refused within `reserveBytes` of it (no `cause`). Rolled back either way.
+   */
   | "quota_exceeded"
   /** The browser aborted the transaction (I/O error, connection lost...); it was rolled back. */
   | "aborted"

@@ -36,6 +36,11 @@
  *   body to run more than once), as do the next few transactions: another
  *   tab is writing. That second run is serialized after whatever committed in
  *   between.
+ * - A transaction with the hint `grows` (`Engine.transact`) is refused as
+ *   `quota_exceeded` before anything of it is stored when its writes do not
+ *   fit the origin's quota less the reserve (`./headroom.ts`); while it waits
+ *   for a fresh storage estimate, transactions called after it wait too, so
+ *   they still start in call order.
  * - The connection is opened on first use (or by `open()`), closed by itself
  *   on `versionchange` (another tab upgrading or deleting the database) and
  *   reopened by the next `transact`. Failures are typed (`./errors.ts`).
@@ -48,8 +53,9 @@
  * transaction's calls. A body that breaks the rule stores nothing: its calls
  * after the early commit, or its flush, fail with `committed_early`.
  */
-import type { Engine, EngineTransaction, TransactionMode } from "../../src/engine.js";
+import type { Engine, EngineTransaction, TransactionMode, TransactOptions } from "../../src/engine.js";
 import { connectionLostError, IndexedDbEngineError, transactionAbortError } from "./errors.js";
+import { Headroom, isReserveRefusal, storageFromGlobals, type StorageEstimator } from "./headroom.js";
 import { PagedTransaction, type ViewMode } from "./paged-transaction.js";
 import { DEFAULT_LOG_LIMITS, type LogLimits, TRUST_MS } from "./log.js";
 import { DEFAULT_PAGE_LIMITS, PageCache, type PageLimits } from "./pages.js";
@@ -96,6 +102,10 @@ export interface IndexedDbEngineConfig {
   readonly logLimits?: LogLimits;
   /** Epoch ms (default `Date.now`); tests pass one they move, to cross `TRUST_MS` and `EVIDENCE_MS`. */
   readonly clock?: () => number;
+  /** Bytes kept free for transactions that do not grow the data (see `reserveBytes` in `./index.ts`); undefined: the default. */
+  readonly reserveBytes?: number | undefined;
+  /** The StorageManager whose estimate the reserve is checked against; undefined: `navigator.storage`, looked up on first use. */
+  readonly storage?: (() => StorageEstimator | undefined) | undefined;
 }
 
 /** Pages the engine keeps in memory by default (at most 16 KB each: 32 MB at worst, far less for index pages). */
@@ -132,6 +142,14 @@ export class IndexedDbEngine implements Engine {
   private readonly clock: () => number;
   /** `close()` calls waiting for `pending` to reach 0. */
   private drained: (() => void)[] = [];
+  /** The storage kept free for transactions that do not grow the data (`./headroom.ts`). */
+  private readonly headroom: Headroom;
+  /**
+   * Transactions waiting, in call order, for the storage estimate a growing
+   * transaction asked for (null: none asked for). They start together, in
+   * that order, once it answered, so waiting reorders nothing.
+   */
+  private waiting: (() => void)[] | null = null;
 
   constructor(config: IndexedDbEngineConfig) {
     this.name = config.name;
@@ -144,6 +162,7 @@ export class IndexedDbEngine implements Engine {
     this.logLimits = config.logLimits ?? DEFAULT_LOG_LIMITS;
     this.cache = new PageCache(config.cachePages ?? DEFAULT_CACHE_PAGES);
     this.clock = config.clock ?? Date.now;
+    this.headroom = new Headroom(config.storage ?? storageFromGlobals, config.reserveBytes, this.clock);
   }
 
   /**
@@ -155,24 +174,80 @@ export class IndexedDbEngine implements Engine {
     if (this.db === null) await this.connect();
   }
 
-  transact<T>(mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+  /**
+   * See {@link Engine.transact}. With `options.grows` (a readwrite
+   * transaction that grows the data without bound), the transaction is
+   * refused as `quota_exceeded`, writing nothing, when what it would write
+   * does not fit the origin's quota less the reserve (`./headroom.ts`).
+   */
+  transact<T>(mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, options?: TransactOptions): Promise<T> {
     if (this.closed) return Promise.reject(this.closedError());
     if (mode !== "readonly" && mode !== "readwrite") {
       return Promise.reject(new TypeError(`${PREFIX}unknown transaction mode ${String(mode)}`));
     }
     if (typeof fn !== "function") return Promise.reject(new TypeError(`${PREFIX}transact needs a function`));
     this.pending++;
+    const grows = mode === "readwrite" && options?.grows === true;
     // Unchecked first (see viewMode); a stale view runs the body again, reading the version first.
-    const run = this.attempt(mode, fn, true).catch((error: unknown) => {
-      if (error !== STALE) throw error;
-      return this.attempt(mode, fn, false);
-    });
+    const start = (): Promise<T> =>
+      this.attempt(mode, fn, true, grows).catch((error: unknown) => {
+        if (error !== STALE) throw error;
+        return this.attempt(mode, fn, false, grows);
+      });
+    if (grows && this.waiting === null && this.headroom.stale) this.refreshHeadroom();
+    const waiting = this.waiting;
+    let run =
+      waiting === null
+        ? start()
+        : new Promise<T>((resolve, reject) => {
+            waiting.push(() => {
+              start().then(resolve, reject);
+            });
+          });
+    if (grows) run = run.catch((error: unknown) => this.afterRefusal(fn, error));
     return run.finally(() => this.settled());
   }
 
+  /**
+   * A growing transaction refused for the reserve (`error`, else rethrown):
+   * when the committed log holds change records, their deletes (a prune's)
+   * have not left the pages yet, so the space they hold is not free (in
+   * memory; on disk it is free once the storage compacts). Write the log
+   * into the pages in a transaction of its own (it may use the reserve),
+   * read a fresh estimate and run the body once more; its answer stands.
+   */
+  private async afterRefusal<T>(fn: (tx: EngineTransaction) => Promise<T>, error: unknown): Promise<T> {
+    if (!isReserveRefusal(error) || this.cache.log.empty) throw error;
+    try {
+      await this.attempt(
+        "readwrite",
+        (tx) => {
+          (tx as PagedTransaction).forceCheckpoint = true;
+          return Promise.resolve();
+        },
+        false,
+        false,
+      );
+    } catch {
+      throw error;
+    }
+    await this.headroom.refresh();
+    return this.attempt("readwrite", fn, false, true);
+  }
+
+  /** Ask for a fresh storage estimate; transactions called meanwhile wait for it, and then start in call order. */
+  private refreshHeadroom(): void {
+    const waiting: (() => void)[] = [];
+    this.waiting = waiting;
+    void this.headroom.refresh().then(() => {
+      this.waiting = null;
+      for (const start of waiting) start();
+    });
+  }
+
   /** One run of `fn` in its own IndexedDB transaction (connected: created now, so transactions start in call order). */
-  private attempt<T>(mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, unchecked: boolean): Promise<T> {
-    return this.db !== null ? this.run(this.db, mode, fn, unchecked) : this.connect().then((db) => this.run(db, mode, fn, unchecked));
+  private attempt<T>(mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, unchecked: boolean, grows: boolean): Promise<T> {
+    return this.db !== null ? this.run(this.db, mode, fn, unchecked, grows) : this.connect().then((db) => this.run(db, mode, fn, unchecked, grows));
   }
 
   /**
@@ -269,9 +344,10 @@ export class IndexedDbEngine implements Engine {
   /**
    * Run `fn` in one IndexedDB transaction on `db` (`unchecked`: it may read
    * its view unchecked, see {@link viewMode}); a stale view rejects with
-   * {@link STALE}.
+   * {@link STALE}. `grows`: refused before its writes are stored when they
+   * do not fit the headroom (`./headroom.ts`).
    */
-  private run<T>(db: IDBDatabase, mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, unchecked: boolean): Promise<T> {
+  private run<T>(db: IDBDatabase, mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, unchecked: boolean, grows: boolean): Promise<T> {
     const platform = this.platform!;
     return new Promise<T>((resolve, reject) => {
       let tx: IDBTransaction;
@@ -348,6 +424,7 @@ export class IndexedDbEngine implements Engine {
         state = 1;
         this.running--;
         handle.ended = "committed";
+        if (handle.storedBytes > 0) this.headroom.wrote(handle.storedBytes);
         const install = handle.install;
         if (install?.kind === "log") this.cache.installChange(install.base, install.record, install.keys);
         else if (install?.kind === "pages") this.cache.install(install.base, install.puts, install.deletes);
@@ -386,6 +463,14 @@ export class IndexedDbEngine implements Engine {
         if (!handle.hasWrites) {
           succeed(value);
           return;
+        }
+        if (grows) {
+          // Refused before anything is stored (a stale view still runs again: see abortWhenKnown).
+          const refusal = this.headroom.refusal(handle.writeBytes());
+          if (refusal !== null) {
+            onRejected(refusal);
+            return;
+          }
         }
         // The body's writes reach IndexedDB now, as a change record or whole pages (see ./paged-transaction.ts).
         handle.flush().then(

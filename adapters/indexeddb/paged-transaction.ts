@@ -65,6 +65,9 @@ const PREFIX = "isostore indexeddb engine: ";
 /** A string above every key encoding (encodings use code units up to U+00FF only). */
 const TOP = "\u0100";
 
+/** Estimated bytes a stored page takes beyond its rows (its key, fences, the record's structure). */
+const PAGE_OVERHEAD = 64;
+
 /** Pages read ahead by one request when a walk moves to the next (or previous) page. */
 const WALK_AHEAD = 8;
 /** Pages read ahead, after the page holding it, when the flush looks up a written row's page. */
@@ -274,6 +277,14 @@ export class PagedTransaction implements EngineTransaction {
   ended: "committed" | "aborted" | null = null;
   /** What the cache takes when the commit completes (set by a flush that wrote). */
   install: CacheInstall | null = null;
+  /** Estimated bytes the flush stored: the change record, or the pages and record of a checkpoint (the engine's headroom counts them). */
+  storedBytes = 0;
+  /**
+   * Set by the engine's own body (never by a caller's): the flush writes the
+   * committed log into the pages now (a checkpoint), whatever the log's
+   * limits, so that rows deleted since the last checkpoint leave the pages.
+   */
+  forceCheckpoint = false;
 
   /** The database version this transaction reads (known once `ready` resolved). */
   private version = 0;
@@ -416,9 +427,21 @@ export class PagedTransaction implements EngineTransaction {
     this.log = cache.log;
   }
 
+  /**
+   * Estimated bytes of the body's writes, as a change record would store
+   * them ({@link recordBytes}): what a growing transaction adds.
+   */
+  writeBytes(): number {
+    let bytes = 16 + this.cleared.length * 64;
+    this.overlay?.scan(undefined, false, undefined, false, false, Infinity, (slot) => {
+      bytes += slot.enc.length + 8 + (slot.deleted ? 0 : slot.size);
+    });
+    return bytes;
+  }
+
   /** Whether the body wrote anything (so `flush` has work). */
   get hasWrites(): boolean {
-    return (this.overlay !== null && this.overlay.size > 0) || this.cleared.length > 0;
+    return (this.overlay !== null && this.overlay.size > 0) || this.cleared.length > 0 || this.forceCheckpoint;
   }
 
   get<V = unknown>(key: Key): Promise<V | undefined> {
@@ -512,7 +535,9 @@ export class PagedTransaction implements EngineTransaction {
     });
     const record: ChangeRecord = { c: this.cleared, r: rows, b: this.version };
     const limits = this.logLimits;
+    if (this.forceCheckpoint && log.empty && rows.length === 0 && record.c.length === 0) return;
     if (
+      !this.forceCheckpoint &&
       log.records < limits.records &&
       log.bytes + recordBytes(record) <= limits.bytes &&
       log.cleared.length + record.c.length <= MAX_LOG_CLEARED
@@ -546,6 +571,7 @@ export class PagedTransaction implements EngineTransaction {
         };
       }
       this.install = { kind: "log", base: this.version, record, keys };
+      this.storedBytes = recordBytes(record);
       return;
     }
     // A checkpoint rewrites pages from the cache's: not before the cache is known to be current.
@@ -580,6 +606,7 @@ export class PagedTransaction implements EngineTransaction {
       if (record.cp !== undefined && record.cp < next && (record.at ?? 0) < now - EVIDENCE_MS) this.logStore.delete(record.cp);
     }
     this.install = { kind: "pages", base: this.version, puts, deletes };
+    this.storedBytes = puts.reduce((sum, page) => sum + page.bytes + PAGE_OVERHEAD, 16 + 8 * bases.length);
   }
 
   /**

@@ -9,7 +9,7 @@
  * keeps no state outside the engine, so a new journal over the same engine
  * continues exactly where an old one stopped.
  */
-import type { Engine, Entry, TransactionMode } from "../engine.js";
+import type { Engine, Entry, TransactionMode, TransactOptions } from "../engine.js";
 import {
   AlreadyAcknowledgedError,
   BackendError,
@@ -87,6 +87,9 @@ interface PendingAppend {
   readonly resolve: (result: AppendResult) => void;
   readonly reject: (error: unknown) => void;
 }
+
+/** The hint of the transactions of `append` and `appendBatch` (see `TransactOptions.grows`). */
+const GROWS: TransactOptions = { grows: true };
 
 /** Housekeeping done by append and claim, per call. */
 export const OPPORTUNISTIC_PRUNE_LIMIT = 8;
@@ -169,15 +172,19 @@ class EngineJournal implements UsageJournal {
     this.layout = new Layout(this.name);
   }
 
-  /** One engine transaction; engine failures become BackendError, journal errors pass through. */
-  private async run<T>(mode: TransactionMode, body: (work: Work) => Promise<T>): Promise<T> {
+  /**
+   * One engine transaction; engine failures become BackendError, journal errors pass through.
+   * Appends pass {@link GROWS} (the only calls that grow the journal without bound): an engine
+   * may refuse them early when storage is nearly full, keeping room for the calls that free it.
+   */
+  private async run<T>(mode: TransactionMode, body: (work: Work) => Promise<T>, options?: TransactOptions): Promise<T> {
     try {
       return await this.engine.transact(mode, async (tx) => {
         const work = new Work(tx, this.layout, this.capacity, this.engine.localReads !== true, mode === "readwrite");
         const result = await body(work);
         work.flush();
         return result;
-      });
+      }, options);
     } catch (error) {
       if (error instanceof JournalError) throw error;
       const message = error instanceof Error ? error.message : String(error);
@@ -253,7 +260,7 @@ class EngineJournal implements UsageJournal {
           // Thrown inside the transaction: a refused append changes nothing, not even its pruning.
           if (outcome instanceof JournalError) throw outcome;
           return outcome;
-        }),
+        }, GROWS),
       );
     } catch (error) {
       pending.reject(error);
@@ -278,7 +285,7 @@ class EngineJournal implements UsageJournal {
           accepted.push(outcome);
         }
         return accepted;
-      });
+      }, GROWS);
     } catch {
       for (const pending of group) await this.appendAlone(pending);
       return;
@@ -299,7 +306,7 @@ class EngineJournal implements UsageJournal {
         results.push(outcome instanceof JournalError ? { status: "rejected", error: outcome } : outcome);
       }
       return results;
-    });
+    }, GROWS);
   }
 
   async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {

@@ -3,6 +3,13 @@
  * IndexedDB engine (strict) that appends large, incompressible events until
  * the origin's storage quota (lowered by the test through the DevTools
  * protocol) refuses one, and then reports what the journal answered.
+ *
+ * Without a {@link Reserve} the engine keeps none (`reserveBytes: 0`): the
+ * browser itself refuses. With one, the engine refuses appends early, within
+ * `reserveBytes` of the lowered quota. `navigator.storage.estimate()` does not
+ * show a DevTools quota override (measured: it still reports the real quota,
+ * 10 GiB here), so the engine is given a StorageManager whose estimate is the
+ * browser's usage with the lowered quota.
  */
 import { indexedDbEngine } from "../../adapters/indexeddb/index.js";
 import { createJournal, createUsageEvent, newRequestId, parseConsumerId, type UsageEvent } from "../../src/index.js";
@@ -77,10 +84,25 @@ export interface Drained {
 
 const refused = new Map<string, UsageEvent>();
 
+/** The lowered quota (the test's override) and the reserve the engine keeps below it. */
+export interface Reserve {
+  readonly quota: number;
+  readonly reserveBytes: number;
+}
+
+/** The engine over `database`: keeping `reserve` below the lowered quota, or no reserve at all. */
+function engineOver(database: string, reserve: Reserve | undefined) {
+  if (reserve === undefined) return indexedDbEngine({ name: database, reserveBytes: 0 });
+  const storage = {
+    estimate: async () => ({ usage: (await navigator.storage.estimate()).usage ?? 0, quota: reserve.quota }),
+  };
+  return indexedDbEngine({ name: database, reserveBytes: reserve.reserveBytes, storage });
+}
+
 const api = {
   /** Append until the quota refuses an append, then try a batch; report the answers and the journal's count. */
-  async fill(database: string): Promise<{ accepted: string[]; refusal: Refusal | null; batchRefusal: Refusal | null; pendingAfter: number }> {
-    const engine = indexedDbEngine({ name: database });
+  async fill(database: string, reserve?: Reserve): Promise<{ accepted: string[]; refusal: Refusal | null; batchRefusal: Refusal | null; pendingAfter: number }> {
+    const engine = engineOver(database, reserve);
     const journal = createJournal(engine, { name: "usage", capacity });
     const accepted: string[] = [];
     let refusal: Refusal | null = null;
@@ -115,8 +137,8 @@ const api = {
    * read the stats and claim again (past the window too). Stops draining at
    * the first refusal; the later steps still run and report theirs.
    */
-  async drain(database: string): Promise<Drained> {
-    const engine = indexedDbEngine({ name: database });
+  async drain(database: string, reserve?: Reserve): Promise<Drained> {
+    const engine = engineOver(database, reserve);
     const journal = createJournal(engine, { name: "usage", capacity });
     // Acks are stamped by the journal's clock (now); a minute and a second later they are past the window.
     const later = Date.now() + capacity.retainAcknowledgedMs + 1_000;
