@@ -64,6 +64,12 @@ interface Model {
    */
   held: QueueItem[];
   /**
+   * How many of `held` (the last ones) the queue has not read back from the
+   * ledger yet: it holds only the others, and learns of these at its next
+   * read of the ledger.
+   */
+  unread: number;
+  /**
    * What the ledger-backed queue's state shows after a call whose record
    * landed while it rejected: the state before that record, until its next
    * call reads the ledger. Lossy calls wait until it has.
@@ -106,11 +112,19 @@ async function agreeOnState(model: Model, real: Real, after: string): Promise<vo
  * A command. One that `reads` the ledger (every call that gets to the ledger and has no fault injected, and
  * a restart) leaves the ledger-backed queue up to date with it.
  */
-function command(label: string, run: (model: Model, real: Real) => Promise<void>, check: (model: Readonly<Model>) => boolean = () => true, reads = true): QueueCommand {
+function command(
+  label: string,
+  run: (model: Model, real: Real) => Promise<void>,
+  check: (model: Readonly<Model>) => boolean = () => true,
+  reads: boolean | ((model: Readonly<Model>) => boolean) = true,
+): QueueCommand {
   return {
     check,
     run: async (model, real) => {
-      if (reads) model.lagging = undefined;
+      if (typeof reads === "function" ? reads(model) : reads) {
+        model.lagging = undefined;
+        model.unread = 0;
+      }
       await run(model, real);
       await agreeOnState(model, real, label);
     },
@@ -131,9 +145,16 @@ function commands(durable: boolean): Arbitrary<QueueCommand>[] {
       }, undefined, KEYS[key] !== ""), // a bad key is refused before the ledger
     );
   const consume = fc.constant(
-    command("consume()", async (model, real) => {
-      await agreeOn(model, "consume()", () => model.held.shift() ?? model.oracle.consume(), () => real.queue.consume());
-    }),
+    command(
+      "consume()",
+      async (model, real) => {
+        await agreeOn(model, "consume()", () => model.held.shift() ?? model.oracle.consume(), () => real.queue.consume());
+      },
+      undefined,
+      // An item the queue holds is handed out without an append, so without reading the ledger (a lag
+      // stays); holding none (nothing held, or only items it has not read back), it appends, and reads.
+      (model) => model.held.length <= model.unread,
+    ),
   );
   const list = [enqueue, enqueue, enqueue, consume, consume];
   if (!durable) return list;
@@ -186,6 +207,7 @@ function commands(durable: boolean): Arbitrary<QueueCommand>[] {
         const item = model.oracle.consume();
         if (faults.failReads !== ALL_READS) return item; // read back as its own
         model.held.push(item!);
+        model.unread += 1;
         return rejects("append_verify_failed");
       },
       async (real) => real.queue.consume(),
@@ -198,6 +220,7 @@ function commands(durable: boolean): Arbitrary<QueueCommand>[] {
         const capacity = capacityChange || model.oracle.capacity;
         model.oracle.capacity = capacity;
         model.held = []; // the new instance never learns of them
+        model.unread = 0;
         real.queue = await real.reopen!(capacity);
       },
       () => true,
@@ -215,7 +238,7 @@ async function runModel(options: QueueConformanceOptions, runs: number, durable:
       async (lane, capacity, cmds) => {
         let subject: StorageSubject | undefined;
         try {
-          const model: Model = { label: options.label, oracle: new QueueOracle(lane, capacity), now: 1_700_000_000_000, held: [], lagging: undefined };
+          const model: Model = { label: options.label, oracle: new QueueOracle(lane, capacity), now: 1_700_000_000_000, held: [], unread: 0, lagging: undefined };
           let real: Real;
           if (durable) {
             const opened = await options.createSubject();
