@@ -66,8 +66,6 @@ interface Estimate {
   readonly usage: number;
   readonly quota: number;
   readonly reserve: number;
-  /** The clock when it was asked for. */
-  readonly at: number;
 }
 
 /**
@@ -111,11 +109,20 @@ export class Headroom {
     return this.written >= (estimate.quota - estimate.reserve - estimate.usage) / 4;
   }
 
-  /** Ask for a fresh estimate; never rejects (a failed estimate turns the check off until the next one). */
+  /**
+   * Ask for a fresh estimate; never rejects (a failed estimate turns the
+   * check off until the next one; a StorageManager lookup that throws, for
+   * good).
+   */
   async refresh(): Promise<void> {
     if (this.manager === null) {
-      const manager = this.enabled ? this.storage() : undefined;
-      if (manager === undefined || typeof manager.estimate !== "function") {
+      let manager: StorageEstimator | undefined;
+      try {
+        manager = this.enabled ? this.storage() : undefined;
+      } catch {
+        manager = undefined;
+      }
+      if (manager === undefined || manager === null || typeof manager.estimate !== "function") {
         this.enabled = false;
         return;
       }
@@ -138,7 +145,7 @@ export class Headroom {
       this.estimate = null;
       return;
     }
-    this.estimate = { usage, quota, reserve: this.reserveBytes ?? defaultReserveBytes(quota), at };
+    this.estimate = { usage, quota, reserve: this.reserveBytes ?? defaultReserveBytes(quota) };
   }
 
   /**

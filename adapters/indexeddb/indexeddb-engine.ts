@@ -239,10 +239,13 @@ export class IndexedDbEngine implements Engine {
   private refreshHeadroom(): void {
     const waiting: (() => void)[] = [];
     this.waiting = waiting;
-    void this.headroom.refresh().then(() => {
+    // Whatever the refresh does, the transactions waiting for it start (it promises not to reject;
+    // should it, the check simply keeps its last state).
+    const release = (): void => {
       this.waiting = null;
       for (const start of waiting) start();
-    });
+    };
+    void this.headroom.refresh().then(release, release);
   }
 
   /** One run of `fn` in its own IndexedDB transaction (connected: created now, so transactions start in call order). */

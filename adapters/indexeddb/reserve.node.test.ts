@@ -226,6 +226,23 @@ describe("IndexedDB engine: the reserve kept for transactions that do not grow t
     const broken = engineWith(failing as never, 1 * MiB);
     await broken.engine.transact("readwrite", async (tx) => tx.put(["k"], KB), GROWS);
     await broken.engine.close();
+
+    // A StorageManager lookup that throws: the check is off, and no transaction waits for it forever.
+    const throwing = new IndexedDbEngine({
+      name: "reserve-throwing",
+      durability: "strict",
+      platform: () => ({ indexedDB: new IDBFactory(), IDBKeyRange }),
+      reserveBytes: 1 * MiB,
+      storage: () => {
+        throw new Error("no storage here");
+      },
+      clock: () => 1_000_000,
+    });
+    const growing = throwing.transact("readwrite", async (tx) => tx.put(["k"], KB), GROWS);
+    const later = throwing.transact("readonly", async (tx) => tx.get(["k"])); // queued behind the estimate
+    await growing;
+    expect(await later).toEqual(KB);
+    await throwing.close();
   });
 
   it("defaults to a tenth of the quota, at least 64 MiB, at most half the quota; validates `reserveBytes`", () => {
