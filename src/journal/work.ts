@@ -479,6 +479,15 @@ export class Work {
     return false;
   }
 
+  /** Whether some registered consumer holds the event in flight at `now` (not a drop candidate). */
+  private async inFlightAnywhere(position: number, now: number): Promise<boolean> {
+    for (const consumer of (await this.meta()).consumers) {
+      const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
+      if (row !== undefined && inFlightAt(row, now)) return true;
+    }
+    return false;
+  }
+
   // ---- slots: the active event of a (consumer, key) -----------------------------
 
   /**
@@ -762,17 +771,10 @@ export class Work {
       // Building the index writes only rows every later drop_oldest journal keeps anyway: no trace of a refusal.
       if (!(await this.openIndexed())) await this.buildOpenIndex();
       const wanted = needed - delivered.length;
-      const consumers = (await this.meta()).consumers;
       await this.walk(
         { prefix: this.layout.openAll() },
         async (entry) => {
-          const position = lastPart(entry.key);
-          let held = false;
-          for (const consumer of consumers) {
-            const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
-            if (row !== undefined && inFlightAt(row, now)) held = true;
-          }
-          if (!held) open.push(entry);
+          if (!(await this.inFlightAnywhere(lastPart(entry.key), now))) open.push(entry);
           return open.length < wanted;
         },
         wanted,
@@ -1068,7 +1070,6 @@ export class Work {
     else if ((await this.openIndexed()) && !(await this.othersQuarantined(position, consumer))) this.tx.put(this.layout.open(position), 0);
   }
 
-  /** Append an audit entry and return its sequence number. */
   /** Record an operator action in the audit log, and in its per-event index. */
   async recordAudit(entry: Omit<AuditEntry, "seq">): Promise<void> {
     const meta = await this.meta();
