@@ -831,7 +831,7 @@ export class PartitionedJournal implements UsageJournal {
         drop(out);
         continue;
       }
-      const shares = caps === null ? this.split(left, candidates, start + round) : this.splitCapped(left, candidates, caps, (start + round) % this.partitions);
+      const shares = this.split(left, candidates, caps, (start + round) % this.partitions);
       await Promise.all(
         candidates.map(async (p, i) => {
           const share = shares[i]!;
@@ -887,10 +887,10 @@ export class PartitionedJournal implements UsageJournal {
 
   /**
    * Split `total` over `targets` (partitions, ascending) as evenly as their
-   * `caps` allow (none gets more than its cap), the remainder going to the
-   * targets from partition `from` on (rotating).
+   * `caps` allow (none gets more than its cap; no caps: no bound), the
+   * remainder going to the targets from partition `from` on (rotating).
    */
-  private splitCapped(total: number, targets: readonly number[], caps: ReadonlyMap<number, number>, from: number): number[] {
+  private split(total: number, targets: readonly number[], caps: ReadonlyMap<number, number> | null, from: number): number[] {
     const n = targets.length;
     const shares = targets.map(() => 0);
     const start = Math.max(0, targets.findIndex((p) => p >= from));
@@ -899,7 +899,7 @@ export class PartitionedJournal implements UsageJournal {
       grew = false;
       for (let k = 0; k < n && left > 0; k++) {
         const i = (start + k) % n;
-        if (shares[i]! < (caps.get(targets[i]!) ?? 0)) {
+        if (caps === null || shares[i]! < (caps.get(targets[i]!) ?? 0)) {
           shares[i]!++;
           left--;
           grew = true;
@@ -907,15 +907,6 @@ export class PartitionedJournal implements UsageJournal {
       }
     }
     return shares;
-  }
-
-  /** Split `total` over `targets` evenly, the remainder going to the targets from `start` on (rotating). */
-  private split(total: number, targets: readonly number[], start: number): number[] {
-    const n = targets.length;
-    const base = Math.floor(total / n);
-    const extra = total % n;
-    const first = start % n;
-    return targets.map((_, i) => base + ((i - first + n) % n < extra ? 1 : 0));
   }
 
   // ------------------------------------------------- routed by request id
