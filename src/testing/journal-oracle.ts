@@ -397,6 +397,30 @@ export class JournalOracle implements UsageJournal {
   }
 
   /**
+   * At most `limit`: the ordering keys with unfinished events that are not
+   * blocked for `consumer` at `now` (each gives a claim at most one event).
+   * What a Durable Objects partition's read-only `claimable` answers, for
+   * models of the partitioned claim; 0 for an unregistered consumer.
+   */
+  claimableAtMost(consumer: ConsumerId, now: number, limit: number): number {
+    if (!this.isRegistered(consumer)) return 0;
+    let count = 0;
+    const seen: StoredEvent[] = [];
+    for (const stored of this.state.events) {
+      if (count >= limit) break;
+      if (this.statusOf(consumer, stored.position).state !== "unfinished" || seen.some((other) => sameOrderingKey(other.event, stored.event))) continue;
+      seen.push(stored);
+      const unfinished = this.state.events.filter(
+        (other) => sameOrderingKey(other.event, stored.event) && this.statusOf(consumer, other.position).state === "unfinished",
+      );
+      if (unfinished.some((other) => isInFlight(this.statusOf(consumer, other.position), now))) continue;
+      if (this.statusOf(consumer, stored.position).availableAt > now) continue;
+      count += 1;
+    }
+    return count;
+  }
+
+  /**
    * `claim` step 2: the candidate with the smallest position over all ordering
    * keys that are not blocked for `consumer` at `now`.
    */

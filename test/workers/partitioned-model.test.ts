@@ -107,11 +107,22 @@ const CAPACITIES: readonly Capacity[] = [
 // ------------------------------------------------------------------ model
 
 /** Split `total` over `n` targets evenly, the remainder going to the targets from `start` on. */
-function split(total: number, n: number, start: number): number[] {
-  const base = Math.floor(total / n);
-  const extra = total % n;
-  const first = start % n;
-  return Array.from({ length: n }, (_, i) => base + ((i - first + n) % n < extra ? 1 : 0));
+function split(total: number, targets: readonly number[], caps: ReadonlyMap<number, number> | null, from: number): number[] {
+  const shares = targets.map(() => 0);
+  const start = Math.max(0, targets.findIndex((p) => p >= from));
+  let left = total;
+  for (let grew = true; left > 0 && grew; ) {
+    grew = false;
+    for (let k = 0; k < targets.length && left > 0; k++) {
+      const i = (start + k) % targets.length;
+      if (caps === null || shares[i]! < (caps.get(targets[i]!) ?? 0)) {
+        shares[i]! += 1;
+        left -= 1;
+        grew = true;
+      }
+    }
+  }
+  return shares;
 }
 
 /** P oracles, the id registry, the claim fan-out and the merged reads of a partitioned journal. */
@@ -177,8 +188,16 @@ class PartitionedModel {
     const got: Delivery[][] = this.oracles.map(() => []);
     let candidates = this.oracles.map((_, p) => p);
     let left = options.maxEvents;
-    for (let round = 0; left > 0 && candidates.length > 0; round++) {
-      const shares = split(left, candidates.length, start + round);
+    let caps: Map<number, number> | null = null;
+    for (let round = 0; left > 0 && candidates.length > 0; ) {
+      if (caps === null && left < candidates.length) {
+        // Fewer left than partitions: each is asked, read-only, how many it could hand out at most.
+        const probed = new Map(candidates.map((p) => [p, this.oracles[p]!.claimableAtMost(consumer, options.now, left)] as const));
+        caps = probed;
+        candidates = candidates.filter((p) => probed.get(p)! > 0);
+        continue;
+      }
+      const shares = split(left, candidates, caps, (start + round) % P);
       const out = new Set<number>();
       for (const [i, p] of candidates.entries()) {
         const share = shares[i]!;
@@ -186,9 +205,12 @@ class PartitionedModel {
         const deliveries = await this.oracles[p]!.claim(consumer, { ...options, maxEvents: share });
         got[p]!.push(...deliveries);
         left -= deliveries.length;
-        if (deliveries.length < share) out.add(p);
+        const cap = caps?.get(p);
+        if (cap !== undefined) caps!.set(p, cap - deliveries.length);
+        if (deliveries.length < share || cap === deliveries.length) out.add(p);
       }
       candidates = candidates.filter((p) => !out.has(p));
+      round += 1;
     }
     // Merge: the head with the smallest (observedAt, request id), ties to the lower partition.
     return merge(got, (a, b) => observedBefore(a.event, b.event)).slice(0, options.maxEvents);
