@@ -36,7 +36,17 @@ import type { Blobs } from "../../src/storage/blobs.js";
 import { AmbiguousError, InvalidArgumentError, StorageBackendError } from "../../src/storage/errors.js";
 import type { LeaseFence } from "../../src/storage/fence.js";
 import type { KV, KvEntry, KvWriteOptions } from "../../src/storage/kv.js";
-import { PagedLedgerCursor, type Ledger, type LedgerCursor, type LedgerReadBound, type LedgerRecord, type LedgerWriteOptions } from "../../src/storage/ledger.js";
+import {
+  boundOfLife,
+  checkLife,
+  PagedLedgerCursor,
+  type Ledger,
+  type LedgerCursor,
+  type LedgerReadBound,
+  type LedgerReadOptions,
+  type LedgerRecord,
+  type LedgerWriteOptions,
+} from "../../src/storage/ledger.js";
 import { validateName } from "../../src/storage/names.js";
 import { throwIfAborted, type CallOptions } from "../../src/storage/options.js";
 import { OrderedAmbiguousError } from "../../src/storage/ordered/errors.js";
@@ -188,14 +198,15 @@ class ClientLedger implements Ledger {
     );
   }
 
-  async read(name: string, from: number, options?: CallOptions): Promise<LedgerCursor> {
+  async read(name: string, from: number, options?: LedgerReadOptions): Promise<LedgerCursor> {
     validateName(name);
     checkCount("from", from, 0);
+    const life = checkLife(options);
     throwIfAborted(options);
-    const bound = await this.client.call("ledger.read", (stub, store) => stub.ledgerBound(store, name));
+    const bound = boundOfLife(name, from, await this.client.call("ledger.read", (stub, store) => stub.ledgerBound(store, name)), life);
     // One `ledgerRead` call per page; the object may answer fewer records than asked (its page is byte-capped),
     // and answers `record_not_found` once the ledger is not the life (generation) the cursor was opened on.
-    return new PagedLedgerCursor(name, Math.max(from, 1), bound.tip, READ_PAGE, (first, last) =>
+    return new PagedLedgerCursor(name, Math.max(from, 1), bound, READ_PAGE, (first, last) =>
       this.client.call("ledger.read", (stub, store) => stub.ledgerRead(store, name, first, last - first + 1, bound.generation)),
     );
   }

@@ -81,6 +81,7 @@ export {
   type LedgerCursor,
   type LedgerOptions,
   type LedgerRecord,
+  type LedgerReadOptions,
   type LedgerWriteOptions,
 } from "./ledger.js";
 export { DEFAULT_LEASE_TTL_MS, createLeaser, type Lease, type Leaser, type LeaserOptions, type Scheduler } from "./leaser.js";

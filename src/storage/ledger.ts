@@ -17,6 +17,9 @@
  *   if the ledger is deleted (and perhaps written again) while the cursor is
  *   open, it never yields a record of the new life; it ends with
  *   {@link RecordNotFoundError} instead (see {@link LedgerCursor.next}).
+ *   The cursor names that life (`life`); a later `read` given it (another
+ *   request, another process) continues in the same life or ends the same
+ *   way, so a reader that pages across calls never mixes two lives either.
  * - Payloads are copied in and copied out; zero-length payloads are legal.
  *
  * Layout: one engine row per record (`["s", store, "lr", name, seq]`); the
@@ -56,12 +59,32 @@ export interface LedgerWriteOptions extends CallOptions {
   readonly fence?: LeaseFence | undefined;
 }
 
+/** Options of {@link Ledger.read}. */
+export interface LedgerReadOptions extends CallOptions {
+  /**
+   * Continue a read of this life of the ledger: the `life` of a cursor opened
+   * earlier (by another request or process). When the ledger has been
+   * deleted since that cursor was opened, the read throws
+   * {@link RecordNotFoundError} (`seq` = the first record it would have
+   * returned) instead of returning records of the new life. A non-negative
+   * integer; absent reads whatever life the ledger is in now.
+   */
+  readonly life?: number | undefined;
+}
+
 /**
  * A bounded, forward-only view of one ledger: the records from `from` up to
  * the tip seen when the cursor was opened. Also an async iterable (a `for
  * await` loop closes it when it ends or breaks).
  */
 export interface LedgerCursor extends AsyncIterable<LedgerRecord> {
+  /**
+   * The life of the ledger this cursor reads: 0 until the ledger's first
+   * delete that removed records, one more after each. Hand it to a later
+   * {@link Ledger.read} (`options.life`) to page on from another call without
+   * ever reading into a rewritten ledger (the HTTP API's `life` parameter).
+   */
+  readonly life: number;
   /**
    * The next record, or `undefined` once drained (Go's `io.EOF`) or closed.
    *
@@ -89,9 +112,20 @@ export interface Ledger {
   /**
    * A cursor over records `from`.. (the tip as of now). `from` 0 reads from
    * the start. The cursor ends with {@link RecordNotFoundError} if the ledger
-   * is deleted while it reads (see {@link LedgerCursor.next}).
+   * is deleted while it reads (see {@link LedgerCursor.next}), and throws
+   * {@link RecordNotFoundError} at once when `options.life` names a life the
+   * ledger has left.
+   *
+   * @example
+   * ```ts
+   * // Page through a ledger across requests, never into a rewritten one.
+   * const cursor = await ledger.read("orders/acme", 0);
+   * const first = await cursor.next();
+   * await cursor.close();
+   * const later = await ledger.read("orders/acme", (first?.seq ?? 0) + 1, { life: cursor.life });
+   * ```
    */
-  read(name: string, from: number, options?: CallOptions): Promise<LedgerCursor>;
+  read(name: string, from: number, options?: LedgerReadOptions): Promise<LedgerCursor>;
   /** The last sequence number, 0 for an empty (or absent) ledger. */
   tip(name: string, options?: CallOptions): Promise<number>;
   /**
@@ -186,7 +220,7 @@ function engineLedgerReader(engine: Engine, layout: StoreLayout): LedgerReader {
       validateName(name);
       checkCount("from", from, 0);
       // Each page is its own transaction; payloads are copied out of the engine.
-      return new PagedLedgerCursor(name, Math.max(from, 1), bound.tip, READ_PAGE, (first, last, pageOptions) =>
+      return new PagedLedgerCursor(name, Math.max(from, 1), bound, READ_PAGE, (first, last, pageOptions) =>
         transact(engine, "readonly", "ledger.read", pageOptions, async (tx) => {
           // Deleted since the cursor was opened: the records from `first` on belong to another life (or none).
           if ((await generationOf(tx, layout, name)) !== bound.generation) throw new RecordNotFoundError(name, first);
@@ -196,6 +230,28 @@ function engineLedgerReader(engine: Engine, layout: StoreLayout): LedgerReader {
       );
     },
   };
+}
+
+/**
+ * The `life` of read options, checked: a non-negative integer, or undefined when absent.
+ *
+ * @internal
+ */
+export function checkLife(options: LedgerReadOptions | undefined): number | undefined {
+  const life = options?.life;
+  if (life !== undefined) checkCount("life", life, 0);
+  return life;
+}
+
+/**
+ * `bound`, when the ledger is still in `life` (or no life was asked for);
+ * else the {@link RecordNotFoundError} of a read from `from`.
+ *
+ * @internal
+ */
+export function boundOfLife(name: string, from: number, bound: LedgerReadBound, life: number | undefined): LedgerReadBound {
+  if (life !== undefined && life !== bound.generation) throw new RecordNotFoundError(name, Math.max(from, 1));
+  return bound;
 }
 
 function checkPayload(payload: unknown): Uint8Array {
@@ -231,10 +287,11 @@ class EngineLedger implements Ledger {
     });
   }
 
-  async read(name: string, from: number, options?: CallOptions): Promise<LedgerCursor> {
+  async read(name: string, from: number, options?: LedgerReadOptions): Promise<LedgerCursor> {
     validateName(name);
     checkCount("from", from, 0);
-    return this.reader.cursor(name, from, await this.reader.bound(name, options));
+    const life = checkLife(options);
+    return this.reader.cursor(name, from, boundOfLife(name, from, await this.reader.bound(name, options), life));
   }
 
   async tip(name: string, options?: CallOptions): Promise<number> {
@@ -277,14 +334,20 @@ export class PagedLedgerCursor implements LedgerCursor {
   private buffer: LedgerRecord[] = [];
   private closed = false;
   private failure: RecordNotFoundError | null = null;
+  /** The tip fixed at open: the last record this cursor hands out. */
+  private readonly bound: number;
+  readonly life: number;
 
   constructor(
     private readonly name: string,
     private nextSeq: number,
-    private readonly bound: number,
+    opened: LedgerReadBound,
     private readonly pageSize: number,
     private readonly readPage: (first: number, last: number, options: CallOptions | undefined) => Promise<readonly LedgerRecord[]>,
-  ) {}
+  ) {
+    this.bound = opened.tip;
+    this.life = opened.generation;
+  }
 
   async next(options?: CallOptions): Promise<LedgerRecord | undefined> {
     throwIfAborted(options);

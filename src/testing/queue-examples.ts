@@ -458,6 +458,7 @@ export function queueExampleCases(options: QueueConformanceOptions): Conformance
             return record?.seq === 2 ? cursor.next(o) : record;
           };
           return {
+            life: cursor.life,
             next,
             close: () => cursor.close(),
             async *[Symbol.asyncIterator]() {

@@ -170,6 +170,35 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
       expectEqual(rest.length, 299, "records 2..300, none of the later ones");
       expectEqual(rest[rest.length - 1]?.seq, 300, "last record seen");
     }),
+    ex("ledger: a read given a cursor's life continues that life, and ends with RecordNotFoundError once the ledger was deleted", async ({ store, other }) => {
+      for (let i = 0; i < 3; i++) await store.ledger.append("log", i, bytes(i + 1));
+      const opened = await store.ledger.read("log", 0);
+      const first = await opened.next();
+      await opened.close();
+      const life = opened.life;
+      expectEqual(Number.isSafeInteger(life) && life >= 0, true, "a cursor names its life with a non-negative integer");
+      // Another store object (another request, another process) pages on in the same life.
+      const resumed = await other.ledger.read("log", first!.seq + 1, { life });
+      expectEqual(resumed.life, life, "the resumed cursor reads the same life");
+      expectEqual(await drain(resumed), [{ seq: 2, payload: bytes(2) }, { seq: 3, payload: bytes(3) }], "the rest of the life");
+      // A delete of an absent ledger removes nothing and starts no new life.
+      await store.ledger.delete("never");
+      const empty = await store.ledger.read("never", 0);
+      expectEqual(await drain(await store.ledger.read("never", 0, { life: empty.life })), [], "an absent ledger keeps its life");
+      // Deleted and written again: the old life's reader ends, it never reads the new records.
+      await store.ledger.delete("log");
+      await store.ledger.append("log", 0, bytes(9));
+      await store.ledger.append("log", 1, bytes(8));
+      await expectRejects(() => other.ledger.read("log", 2, { life }), { error: "RecordNotFoundError", code: "record_not_found", name: "log", seq: 2 }, "a read in a life the ledger left");
+      await expectRejects(() => other.ledger.read("log", 0, { life }), { error: "RecordNotFoundError", code: "record_not_found", name: "log", seq: 1 }, "from 0 reads from record 1");
+      const renewed = await store.ledger.read("log", 0);
+      expectEqual(renewed.life !== life, true, "the rewritten ledger is another life");
+      expectEqual(await drain(await other.ledger.read("log", 2, { life: renewed.life })), [{ seq: 2, payload: bytes(8) }], "the new life pages on");
+      await renewed.close();
+      for (const bad of [-1, 1.5, Number.NaN, "0"]) {
+        await expectRejects(() => store.ledger.read("log", 0, { life: bad as number }), { error: "InvalidArgumentError", code: "invalid_argument", argument: "life" }, `life ${String(bad)}`);
+      }
+    }),
     ex("ledger: payloads are copied in and out; zero-length payloads are legal", async ({ store }) => {
       const payload = bytes(1, 2, 3);
       await store.ledger.append("log", 0, payload);

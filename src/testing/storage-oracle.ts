@@ -46,7 +46,7 @@ export interface LedgerDrain {
 /** The reference ledger. */
 export class LedgerOracle {
   private readonly ledgers = new Map<string, Uint8Array[]>();
-  /** Deletes per name: each one starts a new life of the ledger. */
+  /** Deletes that removed records, per name: each one starts a new life of the ledger. */
   private readonly lives = new Map<string, number>();
 
   append(name: string, expected: number, payload: Uint8Array): void {
@@ -75,7 +75,8 @@ export class LedgerOracle {
 
   delete(name: string): void {
     validateName(name);
-    this.ledgers.delete(name);
+    // A delete that removes records starts a new life; one of an absent ledger changes nothing.
+    if (!this.ledgers.delete(name)) return;
     this.lives.set(name, (this.lives.get(name) ?? 0) + 1);
   }
 

@@ -157,15 +157,15 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
       method: "get",
       path: "/v1/stores/{store}/ledgers/{name}/records",
       summary: "Ledger: one page of records from `from`",
-      description: `Up to \`limit\` records and about ${s.MAX_LEDGER_PAGE_BYTES} payload bytes (at least one record). Continue with \`from = next\` until \`next\` is null.`,
+      description: `Up to \`limit\` records and about ${s.MAX_LEDGER_PAGE_BYTES} payload bytes (at least one record). Continue with \`from = next\` and \`life\` (the page's) until \`next\` is null; 404 \`record_not_found\` when the ledger was deleted since the life given.`,
       request: { params: s.LedgerParamsSchema, query: s.LedgerRecordsQuerySchema },
       responses: ok(s.LedgerRecordsAnswerSchema, "one page"),
     }),
     async (c) => {
       const { store, name } = c.req.valid("param");
-      const { from = 0, limit = 100 } = c.req.valid("query");
+      const { from = 0, life, limit = 100 } = c.req.valid("query");
       const target = storeOf(store);
-      const cursor = await target.ledger.read(name, from);
+      const cursor = await target.ledger.read(name, from, { life });
       const records: { seq: number; payload: string }[] = [];
       let next: number | null = null;
       try {
@@ -183,7 +183,7 @@ export function registerStoreRoutes(app: OpenAPIHono<AppEnv>, context: StoreRout
       } finally {
         await cursor.close();
       }
-      return c.json({ records, next } as never, 200);
+      return c.json({ records, next, life: cursor.life } as never, 200);
     },
   );
 

@@ -119,6 +119,9 @@ export const LedgerAppendAnswerSchema = z.object({ seq: z.number().int().openapi
 
 export const LedgerRecordsQuerySchema = z.strictObject({
   from: queryNumber("first sequence to read (0 or 1: from the start)").optional(),
+  life: queryNumber(
+    "the `life` of an earlier page: read on in that life of the ledger only (404 `record_not_found` once the ledger was deleted since); absent reads the life it is in now",
+  ).optional(),
   limit: queryNumber(`records per page (default 100, at most ${MAX_LEDGER_PAGE_RECORDS})`)
     .refine((limit) => Number.isInteger(limit) && limit >= 1 && limit <= MAX_LEDGER_PAGE_RECORDS, `must be an integer from 1 through ${MAX_LEDGER_PAGE_RECORDS}`)
     .optional()
@@ -129,6 +132,9 @@ export const LedgerRecordsAnswerSchema = z
   .object({
     records: z.array(LedgerRecordSchema),
     next: z.number().int().nullable().openapi({ description: "`from` of the next page, or null when the ledger was read to the tip seen by this page" }),
+    life: z.number().int().openapi({
+      description: "the life of the ledger this page was read from (a delete that removed records starts a new one): pass it as `life` with `from = next` so the next page never comes from a rewritten ledger",
+    }),
   })
   .openapi("LedgerPage");
 export const LedgerTipAnswerSchema = z.object({ tip: z.number().int().openapi({ description: "the last sequence, 0 for an empty (or absent) ledger" }) });

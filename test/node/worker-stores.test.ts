@@ -108,16 +108,33 @@ describe("store routes: ledger", () => {
     expect(await stores("tenants/acme")!.ledger.tip("orders/2026")).toBe(3);
 
     const first = await call("GET", `${log}/records?limit=2`);
-    expect(first.json).toEqual({ records: [{ seq: 1, payload: b64("first") }, { seq: 2, payload: b64("second") }], next: 3 });
-    const rest = await call("GET", `${log}/records?from=3&limit=2`);
-    expect(rest.json).toEqual({ records: [{ seq: 3, payload: "" }], next: null });
-    expect((await call("GET", `${log}/records?from=9`)).json).toEqual({ records: [], next: null });
+    expect(first.json).toEqual({ records: [{ seq: 1, payload: b64("first") }, { seq: 2, payload: b64("second") }], next: 3, life: 0 });
+    const rest = await call("GET", `${log}/records?from=3&limit=2&life=0`);
+    expect(rest.json).toEqual({ records: [{ seq: 3, payload: "" }], next: null, life: 0 });
+    expect((await call("GET", `${log}/records?from=9`)).json).toEqual({ records: [], next: null, life: 0 });
     expect((await call("GET", `${log}/records`)).json.records).toHaveLength(3);
 
     expect((await call("DELETE", log)).status).toBe(200);
     expect((await call("GET", `${log}/tip`)).json).toEqual({ tip: 0 });
     expect((await call("DELETE", log)).status).toBe(200);
     expect((await call("POST", `${log}/append`, { body: { expected: 0, payload: b64("again") } })).json).toEqual({ seq: 1 });
+  });
+
+  it("a reader paging with the page's life never gets records of a rewritten ledger (404 record_not_found)", async () => {
+    const { call } = setup();
+    const log = `${acme}/ledgers/audit`;
+    for (const [expected, text] of ["a", "b", "c"].entries()) await call("POST", `${log}/append`, { body: { expected, payload: b64(text) } });
+    const first = await call("GET", `${log}/records?limit=2`);
+    expect(first.json).toEqual({ records: [{ seq: 1, payload: b64("a") }, { seq: 2, payload: b64("b") }], next: 3, life: 0 });
+    // Deleted and written again between two pages.
+    expect((await call("DELETE", log)).status).toBe(200);
+    for (const [expected, text] of ["x", "y", "z"].entries()) await call("POST", `${log}/append`, { body: { expected, payload: b64(text) } });
+    const stale = await call("GET", `${log}/records?from=3&life=0`);
+    expect([stale.status, stale.json.error?.code, stale.json.error?.fields]).toEqual([404, "record_not_found", { name: "audit", seq: 3 }]);
+    // Without a life the read is of the ledger as it is now, which says so.
+    const fresh = await call("GET", `${log}/records?from=3`);
+    expect(fresh.json).toEqual({ records: [{ seq: 3, payload: b64("z") }], next: null, life: 1 });
+    expect((await call("GET", `${log}/records?from=1&limit=1&life=1`)).json).toEqual({ records: [{ seq: 1, payload: b64("x") }], next: 2, life: 1 });
   });
 
   it("refuses bad names (400 invalid_name with the rule), bad numbers and bad base64 (400), changing nothing", async () => {
@@ -369,7 +386,10 @@ describe("store routes: ordered listings and query numbers", () => {
       await refused(`${o}/list-ranked?namespace=jobs&rankingScope=priority&limit=${q}`, "limit");
       await refused(`${acme}/ledgers/log/records?from=${q}`, "from");
       await refused(`${acme}/ledgers/log/records?limit=${q}`, "limit");
+      await refused(`${acme}/ledgers/log/records?life=${q}`, "life");
     }
+    const negativeLife = await call("GET", `${acme}/ledgers/log/records?life=-1`);
+    expect([negativeLife.status, negativeLife.json.error?.code, negativeLife.json.error?.fields?.["argument"]]).toEqual([400, "invalid_argument", "life"]);
     // An integer past 2^53 - 1 is a number the store refuses with its own typed error, as a local call's.
     const huge = await call("GET", `${o}/list-due?namespace=jobs&dueAtOrBefore=9007199254740993`);
     expect([huge.status, huge.json.error?.code, huge.json.error?.fields?.["argument"]]).toEqual([400, "invalid_argument", "dueAtOrBefore"]);
@@ -382,7 +402,7 @@ describe("store routes: ordered listings and query numbers", () => {
     expect([fraction.status, fraction.json.error?.code, fraction.json.error?.fields]).toEqual([400, "invalid_ordered_limit", { limit: 1.5, max: 1000 }]);
     const negative = await call("GET", `${o}/list-ordered?namespace=jobs&orderingScope=inbox&afterOrder=-1`);
     expect([negative.status, negative.json.error?.code, negative.json.error?.fields?.["argument"]]).toEqual([400, "invalid_argument", "afterOrder"]);
-    expect((await call("GET", `${acme}/ledgers/log/records?from=1&limit=10`)).json).toEqual({ records: [{ seq: 1, payload: "AQ==" }], next: null });
+    expect((await call("GET", `${acme}/ledgers/log/records?from=1&limit=10`)).json).toEqual({ records: [{ seq: 1, payload: "AQ==" }], next: null, life: 0 });
   });
 });
 

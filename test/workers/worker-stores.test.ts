@@ -80,10 +80,16 @@ describe("HTTP store routes over StoreObjects", () => {
     const stale = await call("POST", `${log}/append`, { body: { expected: 1, payload: b64("late") } });
     expect([stale.status, stale.json.error?.code, stale.json.error?.name, stale.json.error?.fields]).toEqual([409, "conflict", "ConflictError", { name: "orders/2026", expected: 1 }]);
     expect((await call("GET", `${log}/tip`)).json).toEqual({ tip: 2 });
-    expect((await call("GET", `${log}/records?limit=1`)).json).toEqual({ records: [{ seq: 1, payload: b64("first") }], next: 2 });
-    expect((await call("GET", `${log}/records?from=2`)).json).toEqual({ records: [{ seq: 2, payload: b64("second") }], next: null });
+    expect((await call("GET", `${log}/records?limit=1`)).json).toEqual({ records: [{ seq: 1, payload: b64("first") }], next: 2, life: 0 });
+    expect((await call("GET", `${log}/records?from=2&life=0`)).json).toEqual({ records: [{ seq: 2, payload: b64("second") }], next: null, life: 0 });
     expect((await call("DELETE", log)).status).toBe(200);
     expect((await call("GET", `${log}/tip`)).json).toEqual({ tip: 0 });
+    // A reader paging in the deleted life gets 404, never the rewritten ledger's records.
+    expect((await call("POST", `${log}/append`, { body: { expected: 0, payload: b64("new") } })).json).toEqual({ seq: 1 });
+    expect((await call("POST", `${log}/append`, { body: { expected: 1, payload: b64("newer") } })).json).toEqual({ seq: 2 });
+    const gone = await call("GET", `${log}/records?from=2&life=0`);
+    expect([gone.status, gone.json.error?.code, gone.json.error?.fields]).toEqual([404, "record_not_found", { name: "orders/2026", seq: 2 }]);
+    expect((await call("GET", `${log}/records?from=2&life=1`)).json).toEqual({ records: [{ seq: 2, payload: b64("newer") }], next: null, life: 1 });
     const bad = await call("GET", `/v1/stores/${seg(store)}/ledgers/${seg("Bad Name")}/tip`);
     expect([bad.status, bad.json.error?.code, bad.json.error?.fields]).toEqual([400, "invalid_name", { name: "Bad Name", rule: "segment_start" }]);
   });
