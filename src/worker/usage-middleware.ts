@@ -17,15 +17,28 @@
  *   and `Retry-After` for what a retry may fix (`at_capacity`, a retryable
  *   `backend` failure), where a client that retries is billed once, because
  *   nothing was journaled (or, with the same `x-request-id`, the journal
- *   recognises the id); 409 for a `conflict` (the same request id with other
- *   usage: a bug, never a retry); 400 for usage that is not a valid event;
+ *   recognises the id). A retryable `backend` failure may have come after
+ *   the commit (a networked journal whose reply was lost), so the middleware
+ *   first appends again, at once, up to three tries in all: the append is
+ *   idempotent, and a try that answers settles it and the request is served
+ *   (an `already_present` after a failed try counts as this request's own
+ *   commit). Only when every try fails is the request refused, and the answer
+ *   says the journal did not confirm the usage rather than that nothing was
+ *   journaled: if the first try had in fact committed, a retry with the same
+ *   id is a `duplicate_request` (billed, not served), the one window left,
+ *   which needs the journal to fail three times in a row after a commit.
+ *   409 for a `conflict` (the same request id with other usage: a bug, never
+ *   a retry); 400 for usage that is not a valid event;
  *   500 for a failure a retry will not fix. A request whose id was already
  *   served and billed (the journal answers `already_present`) is not served
  *   again: 409 `duplicate_request`. The handler ran, but its answer is
  *   dropped, because the usage was billed once and a caller could otherwise
  *   send one id forever and be served every time, billed once. A retry whose
  *   first answer was lost learns that it was served and billed; for another
- *   answer it sends a new id (or none). It needs a journal whose `mode`
+ *   answer it sends a new id (or none). A refusal replaces the handler's
+ *   answer whole: none of the headers the handler set (cookies, `Location`)
+ *   go with it, only those the response had before the handler ran (set by
+ *   outer middleware) and `x-request-id`. It needs a journal whose `mode`
  *   is `billing_grade` (durable storage): over a `telemetry_grade` one it is
  *   refused at construction (`InvalidArgumentError`, argument `journal`), or,
  *   when `journal` is a function, each request fails with 500.
@@ -88,6 +101,30 @@ export interface UsageCounters {
 /** The middleware, with its counters. */
 export type UsageJournalMiddleware<U> = MiddlewareHandler<{ Variables: UsageVariables<U> }> & { readonly counters: UsageCounters };
 
+/** Appends a billing-grade request makes in all when the journal's answers are retryable backend failures. */
+const APPEND_TRIES = 3;
+
+/**
+ * `append()`, tried again at once (up to {@link APPEND_TRIES} in all) while it
+ * fails with a retryable backend failure. Such a failure may come after the
+ * event was committed (a networked journal whose reply was lost): the append
+ * is idempotent, so a try that answers `accepted` or `already_present` settles
+ * it, and the request is served, rather than answered "not journaled" while it
+ * was billed (its client's retry with the same id would then be refused as a
+ * duplicate, billed and never served).
+ */
+async function appendResolvingFailures(append: () => Promise<AppendResult>): Promise<AppendResult> {
+  for (let tried = 1; ; tried++) {
+    try {
+      const result = await append();
+      // An earlier try failed: already_present is that try's commit (or, rarely, an earlier request's).
+      return tried > 1 && result.status === "already_present" ? { ...result, status: "accepted" } : result;
+    } catch (error) {
+      if (tried >= APPEND_TRIES || !(error instanceof JournalError) || error.code !== "backend" || !error.retryable) throw error;
+    }
+  }
+}
+
 /** Why a billing-grade middleware cannot use `journal`, or null when it can. */
 function telemetryJournalProblem(journal: UsageJournal): string | null {
   if (journal.mode === "billing_grade") return null;
@@ -130,6 +167,9 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
     const sent = c.req.header("x-request-id");
     const requestId = sent !== undefined && isRequestId(sent) ? sent : newRequestId(acceptedAt);
     let reported: { value: U } | null = null;
+    // What the response carried before the handler ran (headers outer middleware set, e.g. CORS): a refusal
+    // keeps these and nothing the handler set (its cookies and redirects belong to the answer it drops).
+    const inherited = new Headers(c.res.headers);
     c.set("requestId", requestId);
     c.set("reportUsage", (usage: U) => {
       reported = { value: usage };
@@ -154,31 +194,37 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
     }
 
     if (options.mode === "billing_grade") {
+      /** Replace the handler's answer with a refusal: none of the handler's headers go with it. */
+      const refuse = (refusal: Error, message?: (text: string) => string): void => {
+        // The worker API's one mapping of codes to statuses (and Retry-After on a 503), the error's own `retryable`.
+        // A server fault's own message stays in the log (errorAnswer logs it): the answer says which failure it was.
+        const { status, headers, body } = errorAnswer(refusal);
+        const answerHeaders = new Headers(inherited);
+        for (const [name, value] of Object.entries(headers)) answerHeaders.set(name, value);
+        answerHeaders.set("content-type", "application/json; charset=utf-8");
+        answerHeaders.set("x-request-id", requestId);
+        const error = { ...body.error, ...(message ? { message: message(body.error.message) } : {}), requestId };
+        // Hono's `c.res` setter copies every header of the response it replaces into the new one: drop that first.
+        c.res = undefined;
+        c.res = new Response(JSON.stringify({ error }), { status, headers: answerHeaders });
+      };
       try {
-        const result = await append();
+        const result = await appendResolvingFailures(append);
         counters.appended += 1;
         if (result.status === "already_present") {
           counters.duplicates += 1;
-          const duplicate = new ApiError("duplicate_request", `request ${requestId} was already served and billed; a request id is served once: send a new one (or none) to be served again`);
-          const { status, headers, body } = errorAnswer(duplicate);
-          c.res = new Response(JSON.stringify({ error: { ...body.error, requestId } }), {
-            status,
-            headers: { ...headers, "content-type": "application/json; charset=utf-8", "x-request-id": requestId },
-          });
+          refuse(new ApiError("duplicate_request", `request ${requestId} was already journaled and billed; a request id is served once: send a new one (or none) to be served again`));
         }
       } catch (error) {
         counters.refused += 1;
         // Anything but a journal error (a throwing toRecord, a journal breaking its contract) is a bug: a retry will not fix it.
         const refusal =
           error instanceof JournalError ? error : new BackendError(error instanceof Error ? error.message : String(error), { cause: error, retryable: false });
-        // The worker API's one mapping of codes to statuses (and Retry-After on a 503), the error's own `retryable`.
-        // A server fault's own message stays in the log (errorAnswer logs it): the answer says which failure it was.
-        const { status, headers, body } = errorAnswer(refusal);
-        const message = `the request's usage could not be journaled, so it was not served (${body.error.message})`;
-        c.res = new Response(JSON.stringify({ error: { ...body.error, message, requestId } }), {
-          status,
-          headers: { ...headers, "content-type": "application/json; charset=utf-8", "x-request-id": requestId },
-        });
+        refuse(refusal, (text) =>
+          refusal.code === "backend"
+            ? `the journal did not confirm the request's usage, so it was not served (${text})`
+            : `the request's usage could not be journaled, so it was not served (${text})`,
+        );
       }
       return;
     }

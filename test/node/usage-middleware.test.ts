@@ -109,6 +109,61 @@ describe("usageJournal middleware", () => {
     expect((await journal.stats(billing)).pending).toBe(2);
   });
 
+  it("billing_grade: a refusal carries none of the dropped answer's headers (its cookies, its Location), only the outer middleware's", async () => {
+    const journal = billingJournal();
+    const app = new Hono<{ Variables: UsageVariables<{ tokens: number }> }>();
+    app.use("*", async (c, next) => {
+      c.header("x-outer", "kept"); // set before the usage middleware runs: part of every answer
+      await next();
+    });
+    app.use("/api/*", usageJournal<{ tokens: number }>({ journal, mode: "billing_grade", toRecord: (usage) => ({ namespace: "acme", subject: "u1", data: usage }) }));
+    app.post("/api/render", (c) => {
+      c.get("reportUsage")({ tokens: Number(c.req.header("x-size") ?? 1) });
+      c.header("location", "/downloads/paid-result");
+      c.header("set-cookie", "grant=signed; Path=/");
+      c.header("x-result", "the paid-for answer");
+      return c.json({ ok: true });
+    });
+    const id = newRequestId();
+    const served = await app.request("/api/render", { method: "POST", headers: { "x-request-id": id } });
+    expect([served.status, served.headers.get("location"), served.headers.get("x-outer")]).toEqual([200, "/downloads/paid-result", "kept"]);
+    // The same id again (a duplicate), and with other usage (a conflict): the handler ran, its answer is dropped whole.
+    for (const [size, code] of [["1", "duplicate_request"], ["5000", "conflict"]] as const) {
+      const refused = await app.request("/api/render", { method: "POST", headers: { "x-request-id": id, "x-size": size } });
+      expect([refused.status, ((await refused.json()) as { error: { code: string } }).error.code]).toEqual([409, code]);
+      expect([refused.headers.get("location"), refused.headers.get("set-cookie"), refused.headers.get("x-result")]).toEqual([null, null, null]);
+      expect([refused.headers.get("x-outer"), refused.headers.get("x-request-id"), refused.headers.get("content-type")]).toEqual(["kept", id, "application/json; charset=utf-8"]);
+    }
+  });
+
+  it("billing_grade: an append that committed but whose answer was lost is tried again and the request served, not refused as unjournaled", async () => {
+    const inner = billingJournal();
+    let lost = 1; // answers to lose after the commit
+    const journal = new Proxy(inner, {
+      get(target, property, receiver) {
+        if (property !== "append") return Reflect.get(target, property, receiver) as unknown;
+        return async (...args: Parameters<UsageJournal["append"]>) => {
+          const result = await target.append(...args);
+          if (lost-- > 0) throw new BackendError("the connection closed before the reply", { retryable: true });
+          return result;
+        };
+      },
+    });
+    const { app, counters } = appWith(journal, "billing_grade");
+    const id = newRequestId();
+    const served = await app.request("/api/complete", { method: "POST", headers: { "x-request-id": id } });
+    expect([served.status, ((await served.json()) as { ok: boolean }).ok]).toEqual([200, true]);
+    expect((await inner.stats(billing)).pending).toBe(1); // billed once, and served
+    expect(counters).toEqual({ appended: 1, dropped: 0, refused: 0, duplicates: 0 });
+    // Every try fails: refused, and the answer does not claim that nothing was journaled.
+    lost = 3;
+    const unconfirmed = await app.request("/api/complete", { method: "POST" });
+    const body = (await unconfirmed.json()) as { error: { code: string; message: string; retryable: boolean } };
+    expect([unconfirmed.status, body.error.code, body.error.retryable]).toEqual([503, "backend", true]);
+    expect(body.error.message).toMatch(/did not confirm/);
+    expect(lost).toBe(0); // three tries
+  });
+
   it("billing_grade: a conflict (the same request id with other usage) is 409, not retryable, and no Retry-After", async () => {
     const journal = billingJournal();
     const { app, counters } = appWith(journal, "billing_grade");
