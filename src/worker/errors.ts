@@ -157,12 +157,18 @@ function reportServerFault(error: unknown, what: string): string {
   return `${what} failed on the server (see the worker's log, error ${id})`;
 }
 
-/** Status, headers and body of the answer to a thrown error. A server fault is logged and answered without its message. */
+/**
+ * Status, headers and body of the answer to a thrown error. A server fault is
+ * logged and answered without its message or its cause's text.
+ */
 export function errorAnswer(error: unknown): { status: number; headers: Record<string, string>; body: ErrorBody } {
   const answer = typedAnswer(error);
   if (!isServerFault(error)) return answer;
   const what = error instanceof StorageError ? "the store's storage" : error instanceof JournalError ? "the journal's storage" : "the request";
-  return { ...answer, body: { error: { ...answer.body.error, message: reportServerFault(error, what) } } };
+  // The underlying error's text (`fields.cause`) is the same internals as the message: it stays in the log too.
+  const { cause: _cause, ...fields } = answer.body.error.fields ?? {};
+  const redacted = answer.body.error.fields === undefined ? answer.body.error : { ...answer.body.error, fields };
+  return { ...answer, body: { error: { ...redacted, message: reportServerFault(error, what) } } };
 }
 
 function typedAnswer(error: unknown): { status: number; headers: Record<string, string>; body: ErrorBody } {

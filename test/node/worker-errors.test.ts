@@ -8,6 +8,8 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { BackendError, createJournal, createUsageEvent, type UsageJournal } from "../../src/index.js";
+import { StorageBackendError } from "../../src/storage/errors.js";
+import { errorAnswer } from "../../src/worker/errors.js";
 import { createApp } from "../../src/worker/index.js";
 
 const TOKEN = "acme-producer-token-01234";
@@ -60,6 +62,16 @@ describe("server faults over HTTP", () => {
     expect(logged).toHaveLength(1);
     expect(String(logged[0]![0])).toContain(`[${id!}]`);
     expect(String((logged[0]![1] as Error).message)).toContain("no such table");
+  });
+
+  it("a server fault's cause is not answered either: a storage backend failure keeps its operation, not the engine's text", () => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    for (const fault of [new StorageBackendError("kv.get", new Error(SECRET)), new BackendError("storage failed", { cause: new Error(SECRET), retryable: true })]) {
+      const answer = errorAnswer(fault);
+      expect(JSON.stringify(answer.body)).not.toContain("SQLITE");
+      expect(JSON.stringify(answer.body)).not.toContain("/srv/");
+    }
+    expect(errorAnswer(new StorageBackendError("kv.get", new Error(SECRET))).body.error).toMatchObject({ code: "backend", fields: { operation: "kv.get" } });
   });
 
   it("an error the caller caused keeps its message and is not logged", async () => {
