@@ -20,6 +20,9 @@ import type {
   UsageEvent,
 } from "./types.js";
 
+/** The longest `query` of `listQuarantined` (characters). */
+export const MAX_QUARANTINE_QUERY = 200;
+
 /** Most events one `appendBatch` takes. */
 export const MAX_BATCH_EVENTS = 1000;
 /** Longest lease: 12 hours. */
@@ -141,7 +144,7 @@ export function checkListQuarantined(
   const id = parseConsumerId(consumer);
   if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "must be an object");
   const limit = checkInteger("limit", options.limit ?? 100, 1, 1000);
-  const query = options.query === undefined ? "" : checkText("query", options.query, 200).toLowerCase();
+  const query = options.query === undefined ? "" : checkText("query", options.query, MAX_QUARANTINE_QUERY).toLowerCase();
   const order = options.order ?? "oldest";
   if (order !== "oldest" && order !== "newest") throw new InvalidArgumentError("order", 'must be "oldest" or "newest"');
   return { consumer: id, limit, after: options.after, query, order };

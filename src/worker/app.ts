@@ -19,6 +19,7 @@ import { HTTPException } from "hono/http-exception";
 import { createUsageEvent, parseConsumerId } from "../journal/event.js";
 import type { ConsumerId, QuarantinedEvent, QuarantinePage, UsageJournal } from "../journal/types.js";
 import { encodeBatch, encodeError } from "../journal/wire.js";
+import { MAX_QUARANTINE_QUERY } from "../journal/arguments.js";
 import { InvalidArgumentError, JournalError } from "../journal/errors.js";
 import { TokenMatcher, appendsAny, mayAppend, usesJournals, type Principal, type TokenConfig } from "./auth.js";
 import { ApiError, errorAnswer } from "./errors.js";
@@ -236,12 +237,13 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
 
   // Routes are registered below; this list answers 405 for a known path with another method.
   const known: { method: string; pattern: RegExp }[] = [];
-  app.notFound((c) => {
-    const path = c.req.path;
-    if (!path.startsWith("/v1/") && path !== "/v1" && options.assets) return serveAsset(c.req.raw);
+  const isApiPath = (path: string) => path.startsWith("/v1/") || path === "/v1";
+  /** The answer for a path no route took: 405 for a known path with another method, else 404. */
+  const apiNotFound = (method: string, path: string) => {
     const other = known.some((route) => route.pattern.test(path));
-    return errorResponse(other ? new ApiError("method_not_allowed", `${c.req.method} is not allowed on ${path}`) : new ApiError("not_found", `no route ${path}`));
-  });
+    return errorResponse(other ? new ApiError("method_not_allowed", `${method} is not allowed on ${path}`) : new ApiError("not_found", `no route ${path}`));
+  };
+  app.notFound((c) => (!isApiPath(c.req.path) && options.assets ? serveAsset(c.req.raw) : apiNotFound(c.req.method, c.req.path)));
 
   async function serveAsset(request: Request): Promise<Response> {
     const answer = await options.assets!(request);
@@ -633,8 +635,12 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     (filter.reason === undefined || item.reason === filter.reason) &&
     (filter.key === undefined || `${item.event.orderingKey.namespace}/${item.event.orderingKey.subject}` === filter.key);
 
-  /** The journal query that narrows a filter best: the free text, else the key, else the reason. */
-  const journalQuery = (filter: Filter) => filter.query ?? filter.key ?? filter.reason;
+  /**
+   * The journal query that narrows a filter best: the free text, else the key (when it fits the
+   * journal's query; a longer key is a valid key, matched by `passes` alone), else the reason.
+   */
+  const journalQuery = (filter: Filter) =>
+    filter.query ?? (filter.key !== undefined && filter.key.length <= MAX_QUARANTINE_QUERY ? filter.key : undefined) ?? filter.reason;
 
   /** The quarantined events of a filter, one journal page (of `pageSize`) at a time, each page filtered. */
   async function* quarantinedPages(target: UsageJournal, consumer: ConsumerId, filter: Filter, pageSize: number): AsyncGenerator<QuarantinedEvent[]> {
@@ -736,7 +742,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       // arrived since the dry run can take the place of an event resolved elsewhere in the meantime.
       const { requestIds, more } = confirmed === undefined ? await selectQuarantined(target, id, filter, max) : { requestIds: confirmed, more: false };
       let applied = 0;
-      const failed: { requestId: string; error: ReturnType<typeof encodeError> }[] = [];
+      const failed: { requestId: string; error: z.infer<typeof s.WireErrorSchema> }[] = [];
       if (!dryRun) {
         const at = now ?? clock();
         for (const requestId of requestIds) {
@@ -745,7 +751,12 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
             await target[action](id, requestId, { now: at, ...actorOf(principal, undefined) });
             applied += 1;
           } catch (error) {
-            failed.push({ requestId, error: encodeError(error) });
+            // Answered as any error of the API: a server fault is logged with an id and answered without its internals.
+            const answer = errorAnswer(error).body.error;
+            failed.push({
+              requestId,
+              error: { name: answer.name ?? "Error", code: answer.code, message: answer.message, retryable: answer.retryable, fields: answer.fields ?? {} },
+            });
           }
         }
       }
@@ -771,13 +782,27 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       const id = parseConsumerId(consumer);
       const encoder = new TextEncoder();
       const pages = quarantinedPages(target, id, filter, 200);
+      // The first page is read before the answer starts: a refusal or a failure there is the API's typed
+      // error answer (status, code, a logged server fault), not a 200 whose body breaks off.
+      let first: IteratorResult<QuarantinedEvent[]> | null = await pages.next();
       // Pulled one journal page at a time, so a large quarantine streams in bounded memory.
       const stream = new ReadableStream<Uint8Array>({
         // Each pull enqueues something or closes: a stream calls pull again only after an enqueue, so a
         // page the filter empties (the journal's query matches more than the exact filter) must not end a pull.
         async pull(controller) {
           for (;;) {
-            const page = await pages.next();
+            let page: IteratorResult<QuarantinedEvent[]>;
+            if (first !== null) {
+              page = first;
+              first = null;
+            } else {
+              try {
+                page = await pages.next();
+              } catch (error) {
+                // The status has left: the body breaks off, and the failure is logged as any server fault.
+                return controller.error(new Error(errorAnswer(error).body.error.message));
+              }
+            }
             if (page.done === true) return controller.close();
             if (page.value.length > 0) return controller.enqueue(encoder.encode(page.value.map((item) => `${JSON.stringify(item)}\n`).join("")));
           }
@@ -837,7 +862,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   if (options.stores !== undefined) registerStoreRoutes(app, { stores: options.stores, remember, errors, security });
 
   if (options.assets) {
-    app.get("*", (c) => serveAsset(c.req.raw));
+    // The UI's files; an unknown API path (a GET under /v1) is the API's 404 or 405, never a page of the UI.
+    app.get("*", (c) => (isApiPath(c.req.path) ? apiNotFound(c.req.method, c.req.path) : serveAsset(c.req.raw)));
   }
 
   return app;

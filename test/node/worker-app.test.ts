@@ -6,10 +6,10 @@
  * refuse a broken one).
  */
 import { validate } from "@readme/openapi-parser";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { HttpJournal, type FetchLike } from "../../src/http/index.js";
-import { createJournal, createUsageEvent, parseConsumerId, type Capacity, type DeliveryId, type UsageJournal } from "../../src/index.js";
+import { BackendError, createJournal, createUsageEvent, parseConsumerId, type Capacity, type DeliveryId, type UsageJournal } from "../../src/index.js";
 import { encodeAcks, encodeBatch } from "../../src/journal/wire.js";
 import { MAX_BULK, MAX_ITEM_TEXT, createApp, type AppOptions } from "../../src/worker/index.js";
 
@@ -372,6 +372,79 @@ describe("operator routes", () => {
     const producer = await call("GET", "/v1/journals/usage", { token: ACME });
     expect(producer.json).toMatchObject({ name: "usage", capacity: CAPACITY, mode: "telemetry_grade", consumers: [] });
     expect((await call("GET", "/v1/journals", { token: ACME })).json["journals"]).toMatchObject([{ name: "usage", consumers: [] }]);
+  });
+
+  it("filters, bulk-selects and exports by an exact key longer than the journal's query (a valid key of up to 513 characters)", async () => {
+    const { call, journal } = setup();
+    const [namespace, subject] = ["n".repeat(150), "s".repeat(150)];
+    await journal.append(createUsageEvent(event(1, namespace, subject)));
+    await journal.append(createUsageEvent(event(2, namespace, "other")));
+    for (const delivery of await journal.claim(billing, { maxEvents: 5, leaseMs: 1000, now: t0 })) await journal.quarantine(delivery.id, "rejected");
+    const key = encodeURIComponent(`${namespace}/${subject}`);
+    const listed = await call("GET", `/v1/journals/usage/consumers/billing/quarantined?key=${key}`);
+    expect([listed.status, (listed.json["items"] as { event: { id: string } }[] | undefined)?.map((item) => item.event.id)]).toEqual([200, [rid(1)]]);
+    const dry = await call("POST", "/v1/journals/usage/consumers/billing/quarantined/bulk", { body: { action: "discard", dryRun: true, key: `${namespace}/${subject}` } });
+    expect([dry.status, dry.json["requestIds"]]).toEqual([200, [rid(1)]]);
+    const exported = await call("GET", `/v1/journals/usage/consumers/billing/quarantined/export?key=${key}`);
+    expect([exported.status, exported.text.trim().split("\n").length]).toEqual([200, 1]);
+  });
+
+  it("answers an export that fails at its first page with the typed error, and bulk failures without a server fault's internals", async () => {
+    const secret = "SQLITE_ERROR: no such table q_v3 at /srv/partition.ts:412";
+    const inner = createJournal(memoryEngine(), { name: "usage", capacity: CAPACITY, clock: () => t0 });
+    await quarantined(inner, 2, ["rejected"]);
+    const broken = new Set<PropertyKey>();
+    const journal = new Proxy(inner, {
+      get(target, property, receiver) {
+        if (broken.has(property)) return () => Promise.reject(new BackendError(secret, { retryable: true }));
+        return Reflect.get(target, property, receiver) as unknown;
+      },
+    });
+    const app = createApp({ journals: { usage: { journal, consumers: ["billing"] } }, auth: { tokens: [{ name: "ops", token: OPS, scopes: ["operate"] }] } });
+    const call = (method: string, path: string, body?: unknown) =>
+      app.fetch(
+        new Request(`http://isostore.test${path}`, {
+          method,
+          headers: { authorization: `Bearer ${OPS}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        }),
+      );
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      broken.add("listQuarantined");
+      const exported = await call("GET", "/v1/journals/usage/consumers/billing/quarantined/export");
+      const text = await exported.text();
+      expect([exported.status, exported.headers.get("content-type"), (JSON.parse(text) as { error: { code: string } }).error.code]).toEqual([
+        503,
+        "application/json; charset=utf-8",
+        "backend",
+      ]);
+      expect(text).not.toContain("SQLITE");
+      broken.clear();
+      broken.add("release");
+      const bulk = await call("POST", "/v1/journals/usage/consumers/billing/quarantined/bulk", { action: "release", dryRun: false, requestIds: [rid(1)] });
+      const answer = (await bulk.json()) as { failed: { requestId: string; error: { code: string; message: string; retryable: boolean } }[] };
+      expect([bulk.status, answer.failed.map((failure) => [failure.requestId, failure.error.code, failure.error.retryable])]).toEqual([200, [[rid(1), "backend", true]]]);
+      expect(JSON.stringify(answer)).not.toContain("SQLITE");
+      expect(errors).toHaveBeenCalledTimes(2); // both server faults are logged, each with its id
+    } finally {
+      errors.mockRestore();
+    }
+  });
+
+  it("with the UI's assets, an unknown API path is the API's 404 or 405, never a page of the UI", async () => {
+    const assets = async (request: Request) => new Response(`<html>asset for ${new URL(request.url).pathname}</html>`, { headers: { "content-type": "text/html" } });
+    const { call } = setup({ assets });
+    for (const [path, status, code] of [
+      ["/v1/nothing-here", 404, "not_found"],
+      ["/v1", 404, "not_found"],
+      ["/v1/journals/usage/append", 405, "method_not_allowed"],
+    ] as const) {
+      const answer = await call("GET", path);
+      expect([path, answer.status, answer.json.error?.code]).toEqual([path, status, code]);
+    }
+    const page = await call("GET", "/quarantine");
+    expect([page.status, page.text]).toEqual([200, "<html>asset for /quarantine</html>"]);
   });
 
   it("releases an event to the next claim in its key's order", async () => {
