@@ -158,6 +158,27 @@ function reportServerFault(error: unknown, what: string): string {
 }
 
 /**
+ * Whether a backend failure is one that waiting out fixes, though it is not
+ * retryable *at once*: the platform said the storage object is overloaded
+ * (`overloaded: true` on a cause; an immediate retry makes it worse, so the
+ * adapter reports it as not retryable), or its storage is full (`code`
+ * `storage_full`: room comes back as consumers finish and events are
+ * pruned). Over HTTP both are a 503 with `Retry-After` and `retryable`, so a
+ * client backs off and tries again (a forwarder holds its batch) instead of
+ * taking it for a fault of its request (a 500, which a forwarder charges to
+ * the events' attempts).
+ */
+function waitsOut(error: unknown): boolean {
+  const seen = new Set<unknown>();
+  for (let link = (error as { cause?: unknown }).cause; typeof link === "object" && link !== null && !seen.has(link); link = (link as { cause?: unknown }).cause) {
+    seen.add(link);
+    const { overloaded, code } = link as { overloaded?: unknown; code?: unknown };
+    if (overloaded === true || code === "storage_full") return true;
+  }
+  return false;
+}
+
+/**
  * Status, headers and body of the answer to a thrown error. A server fault is
  * logged and answered without its message or its cause's text.
  */
@@ -178,14 +199,15 @@ function typedAnswer(error: unknown): { status: number; headers: Record<string, 
   }
   if (error instanceof JournalError) {
     const wire = encodeError(error);
+    const retryable = wire.retryable || (error.code === "backend" && waitsOut(error));
     // A backend failure that will not go away by itself is a 500; anything retryable is a 503 with Retry-After.
-    const status = error.code === "backend" && !error.retryable ? 500 : STATUS_OF[error.code];
+    const status = error.code === "backend" && !retryable ? 500 : STATUS_OF[error.code];
     const headers: Record<string, string> = status === 503 ? { "retry-after": String(RETRY_AFTER_SECONDS) } : {};
-    return { status, headers, body: { error: { code: wire.code, message: wire.message, retryable: wire.retryable, name: wire.name, fields: wire.fields } } };
+    return { status, headers, body: { error: { code: wire.code, message: wire.message, retryable, name: wire.name, fields: wire.fields } } };
   }
   if (error instanceof StorageError) {
     const wire = encodeStorageError(error);
-    const retryable = storageRetryable(error);
+    const retryable = storageRetryable(error) || (error.code === "backend" && waitsOut(error));
     const known = (STATUS_OF as Readonly<Record<string, number>>)[error.code] ?? 500;
     // As for journals: a backend failure that will not go away by itself is a 500; a retryable one a 503 with Retry-After.
     const status = error.code === "backend" && !retryable ? 500 : known;

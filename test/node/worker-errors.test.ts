@@ -6,6 +6,7 @@
  * paths, engine states); the worker's log has the error with that id.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { backendError } from "../../adapters/durable-objects/errors.js";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { BackendError, createJournal, createUsageEvent, type UsageJournal } from "../../src/index.js";
 import { StorageBackendError } from "../../src/storage/errors.js";
@@ -72,6 +73,18 @@ describe("server faults over HTTP", () => {
       expect(JSON.stringify(answer.body)).not.toContain("/srv/");
     }
     expect(errorAnswer(new StorageBackendError("kv.get", new Error(SECRET))).body.error).toMatchObject({ code: "backend", fields: { operation: "kv.get" } });
+  });
+
+  it("an overloaded Durable Object or a full one is a 503 with Retry-After, retryable (waited out), not a 500 (the request's fault)", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    for (const platform of [Object.assign(new Error("Durable Object is overloaded."), { overloaded: true, retryable: true }), new Error("SQLITE_FULL: database or disk is full")]) {
+      const fault = backendError(platform, "append");
+      expect(fault.retryable).toBe(false); // never retried at once in the process
+      const answer = await appendThrough(breaking(() => fault));
+      expect([answer.status, answer.body.error.code, answer.body.error.retryable]).toEqual([503, "backend", true]);
+    }
+    const broken = await appendThrough(breaking(() => backendError(new Error("internal error; reference = x"), "append")));
+    expect([broken.status, broken.body.error.retryable]).toEqual([500, false]);
   });
 
   it("an error the caller caused keeps its message and is not logged", async () => {
