@@ -37,7 +37,9 @@
  *   (the sink answers `already_present`), but should the event meanwhile have
  *   been quarantined and a later event of its key forwarded, the late landing
  *   puts it after that event at the sink; the loop's held batch keeps that
- *   from happening for every failure that is not the event's own.
+ *   from happening for every failure that is not the event's own. The
+ *   timeout is reported once: the abandoned call's own later rejection is
+ *   reported only when the abort is not its cause.
  * - A settle call that fails (the source is briefly unavailable) is reported;
  *   the event's lease lapses and it is redelivered, and the sink recognises
  *   it. Per-key order holds because the journal hands out at most one
@@ -128,7 +130,12 @@ export function retryDelay(backoff: BackoffPolicy, failures: number): number {
 export interface BatchHold {
   /** Whether to go on holding (false once the loop stopped). */
   active(): boolean;
-  /** Resolve after `ms`, or earlier when interrupted (the loop stopped, the device came back online). */
+  /**
+   * Resolve after `ms`, or earlier when interrupted (the loop stopped or lost
+   * its lock, the device came back online). An interruption since the previous
+   * wait ended (or since the hold was made) counts too: it ends this wait at
+   * once, so one that lands while a send or a settle is in flight is not lost.
+   */
   wait(ms: number): Promise<void>;
   /** Told before each wait after a failed send, with when the next send is due (clock ms). */
   waiting(retryAt: number): void;
@@ -200,12 +207,15 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
       await heartbeat.pause();
       const again = await settle(context, outstanding, outcomes, tally, hold !== null && hold.active());
       if (again.length === 0 || hold === null) break;
-      heartbeat.resume(again.map((delivery) => delivery.id));
-      failures += 1;
-      const delay = retryDelay(context.backoff, failures);
-      hold.waiting(context.clock() + delay);
-      await hold.wait(delay);
-      await heartbeat.pause();
+      // Asked again after the settle: the loop may have stopped (or lost its lock) while it ran, and then there is nothing to wait for.
+      if (hold.active()) {
+        heartbeat.resume(again.map((delivery) => delivery.id));
+        failures += 1;
+        const delay = retryDelay(context.backoff, failures);
+        hold.waiting(context.clock() + delay);
+        await hold.wait(delay);
+        await heartbeat.pause();
+      }
       // An event whose lease the source no longer recognises (an operator quarantined it, say) is not this batch's any more.
       const lost = heartbeat.lost();
       outstanding = again.filter((delivery) => !lost.has(delivery.id.event));
@@ -357,11 +367,12 @@ async function appendWithTimeout(context: BatchContext, deliveries: readonly Del
   const call = Promise.resolve().then(() => (controller === null ? context.sink.appendBatch(events) : context.sink.appendBatch(events, { signal: controller.signal })));
   if (timeoutMs === null || controller === null) return call;
   let timer: unknown;
-  let timedOut = false;
+  // Set when the call timed out: the abort reason, also what the caller is told.
+  let timedOut = null as SinkTimeoutError | null;
   const timeout = new Promise<never>((_, reject) => {
     timer = context.scheduler.setTimeout(() => {
-      timedOut = true;
       const error = new SinkTimeoutError(timeoutMs);
+      timedOut = error;
       controller.abort(error);
       reject(error);
     }, timeoutMs);
@@ -370,11 +381,27 @@ async function appendWithTimeout(context: BatchContext, deliveries: readonly Del
     return await Promise.race([call, timeout]);
   } finally {
     context.scheduler.clearTimeout(timer);
-    if (timedOut) {
-      // The abandoned call may still fail later; say so rather than leave a rejection unhandled.
-      call.then(undefined, (error: unknown) => context.report({ phase: "append", error, requestIds: deliveries.map((delivery) => delivery.id.event) }));
+    const reason = timedOut;
+    if (reason !== null) {
+      // The abandoned call may still fail later; say so rather than leave a rejection unhandled, unless it
+      // fails because of the abort itself (an `HttpJournal`'s "abandoned by the caller"): the timeout was
+      // reported already, and a second, vaguer error would replace it as `lastError`.
+      call.then(undefined, (error: unknown) => {
+        if (!causedBy(error, reason)) context.report({ phase: "append", error, requestIds: deliveries.map((delivery) => delivery.id.event) });
+      });
     }
   }
+}
+
+/** Whether `error` is `reason`, or has it somewhere along its `cause` chain (a few links deep). */
+function causedBy(error: unknown, reason: SinkTimeoutError): boolean {
+  let current = error;
+  for (let depth = 0; depth < 8; depth++) {
+    if (current === reason) return true;
+    if (current === null || typeof current !== "object") return false;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 interface Heartbeat {

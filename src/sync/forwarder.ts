@@ -338,9 +338,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   // Batches run one at a time, whoever asks (loop, runOnce, drain): never two claims in flight.
   let batchTail: Promise<unknown> = Promise.resolve();
   let ticking = false;
-  // The wait of a batch the loop holds through a sink outage: ends early on stop() or back online.
+  // The wait of a batch the loop holds through a sink outage: ends early on stop(), a lost lock or back online.
   let holdTimer: unknown;
   let endHoldWait: (() => void) | null = null;
+  // Counts interruptions, so one that lands while no wait is running (a send or a settle is in flight) still ends the next wait at once.
+  let holdInterrupts = 0;
 
   const snapshot = (): ForwarderProgress =>
     Object.freeze({ state, forwarded, quarantined, retried, batches, pending, quarantinedInSource, lastError, nextRetryAt, consecutiveFailures });
@@ -437,8 +439,13 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     schedule(0);
   }
 
-  /** End the wait of a held batch now (it then sends again, or gives the batch back if the loop stopped). */
+  /**
+   * End the wait of a held batch now (it then sends again, or gives the batch
+   * back if the loop stopped or lost its lock). Sticky: with no wait running,
+   * the held batch's next wait ends at once (see `BatchHold.wait`).
+   */
   function interruptHold(): void {
+    holdInterrupts += 1;
     const end = endHoldWait;
     if (end === null) return;
     endHoldWait = null;
@@ -448,18 +455,29 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
 
   /** How the loop's batch of run `mine` waits out a sink outage (see `batch.ts`). */
   function holdFor(mine: number): BatchHold {
+    // The interruptions this hold has seen: one counted since then ends its next wait at once.
+    let seen = holdInterrupts;
     return {
       // Held while this run forwards: not once it stopped, nor once another forwarder (tab) took the lock.
       active: () => mine === generation && running && holdsLock,
-      wait: (ms) =>
-        new Promise<void>((resolve) => {
-          endHoldWait = resolve;
-          holdTimer = scheduler.setTimeout(() => {
-            if (endHoldWait === resolve) endHoldWait = null;
+      wait: (ms) => {
+        if (seen !== holdInterrupts) {
+          seen = holdInterrupts;
+          return Promise.resolve();
+        }
+        return new Promise<void>((resolve) => {
+          const end = () => {
+            seen = holdInterrupts;
             resolve();
+          };
+          endHoldWait = end;
+          holdTimer = scheduler.setTimeout(() => {
+            if (endHoldWait === end) endHoldWait = null;
+            end();
             return undefined;
           }, ms);
-        }),
+        });
+      },
       waiting: (retryAt) => {
         consecutiveFailures += 1;
         nextRetryAt = retryAt;
