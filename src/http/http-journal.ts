@@ -9,6 +9,10 @@
  *   class with the same fields (`src/journal/wire.ts`); anything else (auth,
  *   an unknown journal, a proxy's 502) is a `BackendError` whose `cause` is an
  *   {@link HttpError} with the status and the API's code.
+ * - Answers are checked: a 2xx whose body is not the answer the API promises
+ *   (a misrouted `baseUrl`, a proxy's page, a mock) fails with a `BackendError`
+ *   whose `cause` is an {@link HttpError} of code `invalid_answer`; it is never
+ *   taken for a result (an `append` answered `{}` must not pass for journaled).
  * - Retries: a call is repeated (exponential backoff with jitter, up to
  *   `retry.attempts` tries) when the server said it did nothing and may
  *   succeed later (a retryable `backend` 503, 429), and, for calls that are
@@ -24,8 +28,12 @@
  *   call at once, in flight or between tries, and nothing is retried.
  * - Batching: `append` calls issued together (within `batching.maxDelayMs`,
  *   default the same turn of the event loop) travel as one `append-batch`
- *   request of up to `batching.maxEvents` (default 100); each caller still
- *   gets its own result or error, in call order.
+ *   request of up to `batching.maxEvents` (default 100) and of at most the
+ *   worker's 1 MiB body cap; each caller still gets its own result or error,
+ *   in call order. One client sends its requests one after another, so calls
+ *   of one ordering key are journaled in call order. When the worker refuses a
+ *   coalesced request as a whole (413 over its body cap, 403 for one event's
+ *   namespace), its appends are sent again one by one, each for its own answer.
  */
 import {
   checkAckBatch,
@@ -42,7 +50,7 @@ import {
   checkQuarantine,
 } from "../journal/arguments.js";
 import { BackendError, InvalidArgumentError, JournalError } from "../journal/errors.js";
-import { checkCapacity, checkJournalName, checkUsageEvent, createUsageEvent, parseConsumerId } from "../journal/event.js";
+import { checkCapacity, checkInteger, checkJournalName, checkUsageEvent, createUsageEvent, parseConsumerId } from "../journal/event.js";
 import type {
   AckResult,
   AppendResult,
@@ -68,7 +76,8 @@ import type {
   UsageEvent,
   UsageJournal,
 } from "../journal/types.js";
-import { decodeError, type WireBatchResult, type WireError } from "../journal/wire.js";
+import { decodeAcks, decodeBatch, decodeError, type WireAckResult, type WireBatchResult, type WireError } from "../journal/wire.js";
+import { utf8Length } from "../storage/names.js";
 import type { AbortSignalLike } from "../storage/options.js";
 import { newAbortController } from "../storage/web.js";
 
@@ -110,19 +119,19 @@ export class HttpError extends Error {
 
 /** Retry policy of {@link HttpJournal}. */
 export interface RetryOptions {
-  /** Tries in all, the first included (default 4; 1 turns retries off). */
+  /** Tries in all, the first included (default 4; 1 turns retries off; at most 20). */
   readonly attempts?: number;
-  /** Delay before the first retry (default 100 ms); it doubles each retry. */
+  /** Delay before the first retry (default 100 ms; an integer from 0 to 2^31 - 1); it doubles each retry. */
   readonly baseDelayMs?: number;
-  /** Longest delay between tries (default 5000 ms). */
+  /** Longest delay between tries (default 5000 ms; an integer from 0 to 2^31 - 1). */
   readonly maxDelayMs?: number;
 }
 
 /** Append batching of {@link HttpJournal}. */
 export interface BatchingOptions {
-  /** Most events per request (default 100, at most 1000). */
+  /** Most events per request (default 100, at most 1000); a request also stays within the worker's 1 MiB body cap. */
   readonly maxEvents?: number;
-  /** How long the first queued append waits for company (default 0: the same turn of the event loop). */
+  /** How long the first queued append waits for company (default 0: the same turn of the event loop; an integer from 0 to 2^31 - 1). */
   readonly maxDelayMs?: number;
 }
 
@@ -147,9 +156,9 @@ export interface HttpJournalOptions {
   readonly timeoutMs?: number;
   /** `false` sends every append on its own. */
   readonly batching?: BatchingOptions | false;
-  /** Waits between retries (default `setTimeout`); injectable for tests. */
+  /** Waits between retries (default `setTimeout`); injectable for tests. A function, else `InvalidArgumentError`. */
   readonly sleep?: (ms: number) => Promise<void>;
-  /** Jitter source in [0, 1) (default `Math.random`). */
+  /** Jitter source in [0, 1) (default `Math.random`). A function, else `InvalidArgumentError`. */
   readonly random?: () => number;
 }
 
@@ -159,12 +168,14 @@ export interface HttpJournalDescriptor {
   readonly mode: DeliveryMode;
 }
 
-interface Call {
+interface Call<T> {
   readonly method: "GET" | "POST";
   readonly path: string;
   readonly body?: unknown;
   /** Whether repeating the call after an unknown outcome is harmless. */
   readonly idempotent: boolean;
+  /** Reads the parsed body of a 2xx answer into the result; throws when it is not the API's answer (see {@link answer}). */
+  readonly read: (body: unknown) => T;
 }
 
 /** Per-call options of {@link HttpJournal.appendBatch}. */
@@ -180,6 +191,8 @@ export interface HttpCallOptions {
 
 interface QueuedAppend {
   readonly event: UsageEvent;
+  /** The UTF-8 length of the event's JSON in an `append-batch` body. */
+  readonly bytes: number;
   readonly resolve: (result: AppendResult) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -191,6 +204,17 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 
 /** `setTimeout`'s longest delay; a longer one would fire at once. */
 const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * The most bytes of one coalesced `append-batch` body: the worker's body cap
+ * (`AppOptions.maxBodyBytes` of `createApp` in `src/worker/app.ts`, default
+ * 1 MiB), over which it answers 413 for the whole batch. A worker run with a
+ * smaller cap still answers 413, and the appends then go one by one.
+ */
+const MAX_BATCH_BODY_BYTES = 1024 * 1024;
+
+/** The bytes of an `append-batch` body around its events: `{"events":[` and `]}`. */
+const BATCH_BODY_FRAME_BYTES = 13;
 
 /** Waits `ms`, or less when `signal` aborts (its timer then goes, so it holds no process open). */
 function defaultSleep(ms: number, signal?: AbortSignalLike): Promise<void> {
@@ -215,8 +239,16 @@ function eventOf(json: JsonEvent): UsageEvent {
   return createUsageEvent({ record: json.record, observedAt: json.observedAt });
 }
 
-function quarantinedOf(item: QuarantinedEvent): QuarantinedEvent {
-  return { ...item, consumer: item.consumer, event: eventOf(item.event) };
+type JsonQuarantined = Omit<QuarantinedEvent, "event"> & { event: JsonEvent };
+
+function quarantinedOf(item: JsonQuarantined): QuarantinedEvent {
+  return { ...item, consumer: parseConsumerId(item.consumer), event: eventOf(item.event) };
+}
+
+type JsonDelivery = Omit<Delivery, "event"> & { event: JsonEvent };
+
+function deliveryOf(delivery: JsonDelivery): Delivery {
+  return { id: { ...delivery.id, consumer: parseConsumerId(delivery.id.consumer) }, event: eventOf(delivery.event), leaseExpiresAt: delivery.leaseExpiresAt };
 }
 
 /**
@@ -253,6 +285,8 @@ export class HttpJournal implements UsageJournal {
   private readonly batching: boolean;
   private queue: QueuedAppend[] = [];
   private flushTimer: ReturnType<typeof setTimeout> | null = null;
+  /** Whether {@link HttpJournal.pump} is sending the queue (it takes what is queued meanwhile). */
+  private pumping = false;
 
   /**
    * Ask the server for the journal's capacity and mode, and return a client.
@@ -261,7 +295,7 @@ export class HttpJournal implements UsageJournal {
    */
   static async connect(options: HttpJournalOptions): Promise<HttpJournal> {
     const probe = new HttpJournal({ ...options, capacity: { maxEvents: 1, maxDeliveryAttempts: 1, retainAcknowledgedMs: 0, policy: "refuse" }, mode: "telemetry_grade" });
-    const info = (await probe.send({ method: "GET", path: "", idempotent: true })) as HttpJournalDescriptor;
+    const info = await probe.send({ method: "GET", path: "", idempotent: true, read: answer<HttpJournalDescriptor>(fields({ capacity: isCapacity, mode: oneOf("billing_grade", "telemetry_grade") })) });
     return new HttpJournal({ ...options, capacity: info.capacity, mode: info.mode });
   }
 
@@ -288,27 +322,31 @@ export class HttpJournal implements UsageJournal {
     const retry = options.retry ?? {};
     this.attemptsPerCall = retry.attempts ?? 4;
     if (!Number.isSafeInteger(this.attemptsPerCall) || this.attemptsPerCall < 1 || this.attemptsPerCall > 20) throw new InvalidArgumentError("retry.attempts", "must be an integer from 1 to 20");
-    this.baseDelayMs = retry.baseDelayMs ?? 100;
-    this.maxDelayMs = retry.maxDelayMs ?? 5000;
+    // Delays are checked here, not where they are used: a bad one would fail a later call untyped, or fire a timer at once.
+    this.baseDelayMs = checkInteger("retry.baseDelayMs", retry.baseDelayMs ?? 100, 0, MAX_TIMER_MS);
+    this.maxDelayMs = checkInteger("retry.maxDelayMs", retry.maxDelayMs ?? 5000, 0, MAX_TIMER_MS);
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     if (!Number.isSafeInteger(this.timeoutMs) || this.timeoutMs < 0 || this.timeoutMs > MAX_TIMER_MS) throw new InvalidArgumentError("timeoutMs", `must be an integer from 0 (none) to ${MAX_TIMER_MS}`);
     const sleep = options.sleep;
+    if (sleep !== undefined && typeof sleep !== "function") throw new InvalidArgumentError("sleep", "must be a function of a delay in ms");
     // An injected sleep is called as documented, with the delay alone.
     this.sleep = sleep ? (ms) => sleep(ms) : defaultSleep;
+    if (options.random !== undefined && typeof options.random !== "function") throw new InvalidArgumentError("random", "must be a function answering a number in [0, 1)");
     this.random = options.random ?? Math.random;
     this.batching = options.batching !== false;
     const batching = options.batching === false ? {} : (options.batching ?? {});
     this.batchMax = batching.maxEvents ?? 100;
     if (!Number.isSafeInteger(this.batchMax) || this.batchMax < 1 || this.batchMax > 1000) throw new InvalidArgumentError("batching.maxEvents", "must be an integer from 1 to 1000");
-    this.batchDelayMs = batching.maxDelayMs ?? 0;
+    this.batchDelayMs = checkInteger("batching.maxDelayMs", batching.maxDelayMs ?? 0, 0, MAX_TIMER_MS);
   }
 
   /**
-   * One API call with the retry policy; answers the parsed JSON body, or
-   * throws the typed error. An abort of `signal` ends the call at once, before
-   * a try, during one or during the wait between two, and is never retried.
+   * One API call with the retry policy; answers what `call.read` makes of the
+   * answer, or throws the typed error. An abort of `signal` ends the call at
+   * once, before a try, during one or during the wait between two, and is
+   * never retried.
    */
-  private async send(call: Call, signal?: AbortSignalLike): Promise<unknown> {
+  private async send<T>(call: Call<T>, signal?: AbortSignalLike): Promise<T> {
     let delay = this.baseDelayMs;
     for (let attempt = 1; ; attempt++) {
       if (signal?.aborted) throw abandoned(call, signal);
@@ -336,9 +374,11 @@ export class HttpJournal implements UsageJournal {
    * One try: the request and the whole answer, bounded by `timeoutMs` and by
    * the caller's `signal`. Whatever stops it before the answer is read (the
    * network, the timeout, the caller) comes back as a retryable `BackendError`
-   * telling which (see {@link retryableFailure} for what is retried).
+   * telling which (see {@link retryableFailure} for what is retried). A 2xx
+   * answer that `call.read` refuses is an `invalid_answer`, not retried: the
+   * server that sent it is not the API, or not the one this client speaks to.
    */
-  private async once(call: Call, signal?: AbortSignalLike): Promise<unknown> {
+  private async once<T>(call: Call<T>, signal?: AbortSignalLike): Promise<T> {
     const headers = call.body === undefined ? this.headers : { ...this.headers, "content-type": "application/json" };
     const controller = newAbortController();
     const stop = controller.signal;
@@ -386,60 +426,103 @@ export class HttpJournal implements UsageJournal {
     }
     if (response.status >= 200 && response.status < 300) {
       if (body === undefined) throw new BackendError(`the server answered ${response.status} without a JSON body`, { cause: new HttpError(response.status, "invalid_answer", text.slice(0, 200)) });
-      return body;
+      try {
+        return call.read(body);
+      } catch {
+        throw new BackendError(`the server answered ${response.status} to ${call.path || "/"} with a body that is not the API's answer`, { cause: new HttpError(response.status, "invalid_answer", text.slice(0, 200)) });
+      }
     }
     throw errorFromAnswer(response.status, body);
   }
 
+  /**
+   * Append one event (see `UsageJournal.append`). With batching, it is queued
+   * and sent with the appends issued around it (see the module comment); it
+   * resolves only with the server's own answer for this event.
+   */
   async append(event: UsageEvent): Promise<AppendResult> {
     const checked = checkUsageEvent(event);
     if (!this.batching) return this.sendOne(checked);
+    const bytes = utf8Length(JSON.stringify(wireEvent(checked)));
     return new Promise<AppendResult>((resolve, reject) => {
-      this.queue.push({ event: checked, resolve, reject });
+      this.queue.push({ event: checked, bytes, resolve, reject });
+      // A running pump takes it after the request in flight.
+      if (this.pumping) return;
       if (this.queue.length >= this.batchMax) this.flush();
       else this.flushTimer ??= setTimeout(() => this.flush(), this.batchDelayMs);
     });
   }
 
   private async sendOne(event: UsageEvent): Promise<AppendResult> {
-    const answer = (await this.send({ method: "POST", path: "/append", body: { event: wireEvent(event) }, idempotent: true })) as { result: AppendResult };
-    return answer.result;
+    return this.send({ method: "POST", path: "/append", body: { event: wireEvent(event) }, idempotent: true, read: answer(fields({ result: isAppendResult }), (body: { result: AppendResult }) => body.result) });
   }
 
-  /**
-   * Send what the append queue holds: one request of up to `batching.maxEvents`
-   * (the rest follow). A lone event goes to `/append`, so a refused append
-   * changes nothing at all, as with the core journal; in a batch, a refused
-   * event is refused alone and the others' transaction still commits.
-   */
+  /** Start sending what the append queue holds, unless it is being sent already. */
   private flush(): void {
     if (this.flushTimer !== null) clearTimeout(this.flushTimer);
     this.flushTimer = null;
-    while (this.queue.length > 0) {
-      const taken = this.queue.splice(0, this.batchMax);
-      if (taken.length === 1) {
-        const [entry] = taken as [QueuedAppend];
-        this.sendOne(entry.event).then(entry.resolve, entry.reject);
-        continue;
-      }
-      void this.sendBatch(taken.map((entry) => entry.event)).then(
-        (results) =>
-          taken.forEach((entry, index) => {
-            const result = results[index]!;
-            if (result.status === "rejected") entry.reject(result.error);
-            else entry.resolve(result);
-          }),
-        (error: unknown) => taken.forEach((entry) => entry.reject(error)),
-      );
+    if (!this.pumping) void this.pump();
+  }
+
+  /**
+   * Send the append queue, one request after another until it is empty: the
+   * next request leaves once the previous one is answered, so a later call of
+   * an ordering key is never journaled before an earlier one (concurrent
+   * requests may arrive in any order). Appends queued meanwhile join the next
+   * request.
+   */
+  private async pump(): Promise<void> {
+    this.pumping = true;
+    try {
+      while (this.queue.length > 0) await this.sendQueued(this.takeRequest());
+    } finally {
+      this.pumping = false;
     }
   }
 
-  private async sendBatch(events: readonly UsageEvent[], signal?: AbortSignalLike): Promise<BatchAppendResult[]> {
-    const answer = (await this.send({ method: "POST", path: "/append-batch", body: { events: events.map(wireEvent) }, idempotent: true }, signal)) as { results: WireBatchResult[] };
-    if (!Array.isArray(answer.results) || answer.results.length !== events.length) {
-      throw new BackendError("the server answered a batch with the wrong number of results", { cause: new HttpError(200, "invalid_answer", "results") });
+  /** The appends of the next request: the oldest queued, up to `batching.maxEvents` and {@link MAX_BATCH_BODY_BYTES} (one at least). */
+  private takeRequest(): QueuedAppend[] {
+    let count = 0;
+    let bytes = BATCH_BODY_FRAME_BYTES;
+    for (const entry of this.queue) {
+      if (count === this.batchMax) break;
+      bytes += entry.bytes + (count > 0 ? 1 : 0); // a comma before each event but the first
+      if (count > 0 && bytes > MAX_BATCH_BODY_BYTES) break;
+      count++;
     }
-    return answer.results.map((result) => (result.status === "rejected" ? { status: "rejected", error: decodeError(result.error) } : result));
+    return this.queue.splice(0, count);
+  }
+
+  /**
+   * Send one request's appends and settle each caller (never rejects). A lone
+   * event goes to `/append`, so a refused append changes nothing at all, as
+   * with the core journal; in a batch, a refused event is refused alone and
+   * the others' transaction still commits. A batch the worker refuses as a
+   * whole, for one event's sake (413 over the body cap, 403 for a namespace
+   * the token may not append to), is sent again one event at a time, so the
+   * others are not refused with it.
+   */
+  private async sendQueued(taken: readonly QueuedAppend[]): Promise<void> {
+    const one = (entry: QueuedAppend) => this.sendOne(entry.event).then(entry.resolve, entry.reject);
+    if (taken.length === 1) return one(taken[0]!);
+    let results: BatchAppendResult[];
+    try {
+      results = await this.sendBatch(taken.map((entry) => entry.event));
+    } catch (error) {
+      if (refusedWhole(error)) for (const entry of taken) await one(entry);
+      else for (const entry of taken) entry.reject(error);
+      return;
+    }
+    taken.forEach((entry, index) => {
+      const result = results[index]!;
+      if (result.status === "rejected") entry.reject(result.error);
+      else entry.resolve(result);
+    });
+  }
+
+  private async sendBatch(events: readonly UsageEvent[], signal?: AbortSignalLike): Promise<BatchAppendResult[]> {
+    const read = answer(fields({ results: listOf(isBatchResult, events.length) }), (body: { results: WireBatchResult[] }) => decodeBatch(body.results));
+    return this.send({ method: "POST", path: "/append-batch", body: { events: events.map(wireEvent) }, idempotent: true, read }, signal);
   }
 
   /**
@@ -461,8 +544,8 @@ export class HttpJournal implements UsageJournal {
 
   async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
     const args = checkClaim(consumer, options);
-    const answer = (await this.send({ method: "POST", path: "/claim", body: args, idempotent: false })) as { deliveries: (Omit<Delivery, "event"> & { event: JsonEvent })[] };
-    return answer.deliveries.map((delivery) => ({ id: { ...delivery.id, consumer: parseConsumerId(delivery.id.consumer) }, event: eventOf(delivery.event), leaseExpiresAt: delivery.leaseExpiresAt }));
+    const read = answer(fields({ deliveries: listOf(isDelivery) }), (body: { deliveries: JsonDelivery[] }) => body.deliveries.map(deliveryOf));
+    return this.send({ method: "POST", path: "/claim", body: args, idempotent: false, read });
   }
 
   /**
@@ -474,11 +557,8 @@ export class HttpJournal implements UsageJournal {
     const valid = checked.filter((delivery): delivery is DeliveryId => !(delivery instanceof JournalError));
     let sent: AckResult[] = [];
     if (valid.length > 0) {
-      const answer = (await this.send({ method: "POST", path: "/ack", body: { deliveries: valid }, idempotent: true })) as { results: ({ ok: true } | { ok: false; error: WireError })[] };
-      if (!Array.isArray(answer.results) || answer.results.length !== valid.length) {
-        throw new BackendError("the server answered an ack batch with the wrong number of results", { cause: new HttpError(200, "invalid_answer", "results") });
-      }
-      sent = answer.results.map((result) => (result.ok ? { ok: true } : { ok: false, error: decodeError(result.error) }));
+      const read = answer(fields({ results: listOf(isAckResult, valid.length) }), (body: { results: WireAckResult[] }) => decodeAcks(body.results));
+      sent = await this.send({ method: "POST", path: "/ack", body: { deliveries: valid }, idempotent: true, read });
     }
     let next = 0;
     return checked.map((delivery) => (delivery instanceof JournalError ? { ok: false, error: delivery } : sent[next++]!));
@@ -491,29 +571,29 @@ export class HttpJournal implements UsageJournal {
 
   async quarantine(delivery: DeliveryId, reason: PoisonReason): Promise<void> {
     const args = checkQuarantine(delivery, reason);
-    await this.send({ method: "POST", path: "/quarantine", body: args, idempotent: true });
+    await this.send({ method: "POST", path: "/quarantine", body: args, idempotent: true, read: done });
   }
 
   async extend(delivery: DeliveryId, options: ExtendOptions): Promise<{ leaseExpiresAt: number }> {
     const args = checkExtend(delivery, options);
-    const answer = (await this.send({ method: "POST", path: "/extend", body: args, idempotent: false })) as { leaseExpiresAt: number };
-    return { leaseExpiresAt: answer.leaseExpiresAt };
+    const read = answer(fields({ leaseExpiresAt: isNatural }), (body: { leaseExpiresAt: number }) => ({ leaseExpiresAt: body.leaseExpiresAt }));
+    return this.send({ method: "POST", path: "/extend", body: args, idempotent: false, read });
   }
 
   async nack(delivery: DeliveryId, options: NackOptions): Promise<void> {
     const args = checkNack(delivery, options);
-    await this.send({ method: "POST", path: "/nack", body: args, idempotent: false });
+    await this.send({ method: "POST", path: "/nack", body: args, idempotent: false, read: done });
   }
 
   async stats(consumer: ConsumerId): Promise<JournalStats> {
     const id = parseConsumerId(consumer);
-    return (await this.send({ method: "GET", path: `/consumers/${id}/stats`, idempotent: true })) as JournalStats;
+    return this.send({ method: "GET", path: `/consumers/${id}/stats`, idempotent: true, read: answer<JournalStats>(isStats) });
   }
 
   async attempts(consumer: ConsumerId, requestId: string): Promise<Attempt[]> {
     const args = checkAttempts(consumer, requestId);
-    const answer = (await this.send({ method: "GET", path: `/consumers/${args.consumer}/attempts/${args.requestId}`, idempotent: true })) as { attempts: Attempt[] };
-    return answer.attempts;
+    const read = answer(fields({ attempts: listOf(isAttempt) }), (body: { attempts: Attempt[] }) => body.attempts);
+    return this.send({ method: "GET", path: `/consumers/${args.consumer}/attempts/${args.requestId}`, idempotent: true, read });
   }
 
   async listQuarantined(consumer: ConsumerId, options: ListQuarantinedOptions = {}): Promise<QuarantinePage> {
@@ -523,15 +603,15 @@ export class HttpJournal implements UsageJournal {
     if (after !== null) query.set("after", after);
     if (options.query !== undefined) query.set("query", options.query);
     if (args.order !== "oldest") query.set("order", args.order);
-    const page = (await this.send({ method: "GET", path: `/consumers/${args.consumer}/quarantined?${query.toString()}`, idempotent: true })) as QuarantinePage;
-    return { items: page.items.map(quarantinedOf), nextCursor: page.nextCursor };
+    const read = answer(isPageOf(isQuarantined), (page: { items: JsonQuarantined[]; nextCursor: string | null }) => ({ items: page.items.map(quarantinedOf), nextCursor: page.nextCursor }));
+    return this.send({ method: "GET", path: `/consumers/${args.consumer}/quarantined?${query.toString()}`, idempotent: true, read });
   }
 
   private async operate(action: "release" | "discard", consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
     const args = checkOperatorAction(action, consumer, requestId, options);
     // By default the server records the token's name as the actor, whatever is sent (see `AppOptions.auditActor`).
     const body = args.actor === null ? { now: args.now } : { now: args.now, actor: args.actor };
-    await this.send({ method: "POST", path: `/consumers/${args.consumer}/quarantined/${args.requestId}/${action}`, body, idempotent: false });
+    await this.send({ method: "POST", path: `/consumers/${args.consumer}/quarantined/${args.requestId}/${action}`, body, idempotent: false, read: done });
   }
 
   release(consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
@@ -548,13 +628,13 @@ export class HttpJournal implements UsageJournal {
     const query = new URLSearchParams({ limit: String(args.limit) });
     if (after !== null) query.set("after", after);
     if (args.requestId !== undefined) query.set("requestId", args.requestId);
-    return (await this.send({ method: "GET", path: `/audit?${query.toString()}`, idempotent: true })) as AuditPage;
+    return this.send({ method: "GET", path: `/audit?${query.toString()}`, idempotent: true, read: answer<AuditPage>(isPageOf(isAuditEntry)) });
   }
 
   async prune(options: PruneOptions): Promise<{ pruned: number }> {
     const args = checkPrune(options);
-    const answer = (await this.send({ method: "POST", path: "/prune", body: args, idempotent: true })) as { pruned: number };
-    return { pruned: answer.pruned };
+    const read = answer(fields({ pruned: isNatural }), (body: { pruned: number }) => ({ pruned: body.pruned }));
+    return this.send({ method: "POST", path: "/prune", body: args, idempotent: true, read });
   }
 }
 
@@ -577,7 +657,7 @@ class TimeoutFailure extends Error {
 }
 
 /** The error of a call its caller abandoned: `cause` is the signal's reason; retryable, as a request in flight may or may not have been acted on. */
-function abandoned(call: Call, signal: AbortSignalLike): BackendError {
+function abandoned(call: Call<unknown>, signal: AbortSignalLike): BackendError {
   return new BackendError(`the request to ${call.path || "/"} was abandoned by the caller`, { cause: signal.reason, retryable: true });
 }
 
@@ -610,6 +690,85 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignalLike): Promise<T> 
 function wireEvent(event: UsageEvent): JsonEvent {
   return { record: event.record, observedAt: event.observedAt };
 }
+
+/**
+ * Whether a batch failed as a whole for what may be one event's sake: 413
+ * (the body over the worker's cap) or 403 (a namespace the token may not
+ * append to). Both are final for the batch, not for each of its events.
+ */
+function refusedWhole(error: unknown): boolean {
+  return error instanceof BackendError && error.cause instanceof HttpError && (error.cause.status === 413 || error.cause.status === 403);
+}
+
+// --- the shapes of the API's answers ----------------------------------------------------------
+//
+// A 2xx answer is checked before it is used: one from something that is not the
+// API (a misrouted `baseUrl`, a proxy, a mock) must not pass for a result. An
+// append answered `{}` would otherwise resolve as if the event were journaled.
+// The checks follow `src/worker/schemas.ts`; numbers are non-negative safe
+// integers (positions, counts, epoch ms), and events are rebuilt (and so
+// checked) by `createUsageEvent`.
+
+/** Whether one value of an answer has its expected shape. */
+type Check = (value: unknown) => boolean;
+
+const isNatural: Check = (value) => Number.isSafeInteger(value) && (value as number) >= 0;
+const isText: Check = (value) => typeof value === "string";
+const oneOf =
+  (...values: readonly unknown[]): Check =>
+  (value) =>
+    values.includes(value);
+const anyOf =
+  (...checks: readonly Check[]): Check =>
+  (value) =>
+    checks.some((check) => check(value));
+/** An object (not an array) whose named fields pass their checks; other fields may be there. */
+const fields =
+  (shape: Readonly<Record<string, Check>>): Check =>
+  (value) =>
+    typeof value === "object" && value !== null && !Array.isArray(value) && Object.entries(shape).every(([name, check]) => check((value as Record<string, unknown>)[name]));
+/** An array whose items pass `item`, of exactly `length` items when given. */
+const listOf =
+  (item: Check, length?: number): Check =>
+  (value) =>
+    Array.isArray(value) && (length === undefined || value.length === length) && value.every(item);
+
+const isReason = oneOf("malformed", "rejected", "attempts_exhausted");
+const isCapacity = fields({ maxEvents: isNatural, maxDeliveryAttempts: isNatural, retainAcknowledgedMs: isNatural, policy: oneOf("refuse", "drop_oldest") });
+const isAppendResult = fields({ status: oneOf("accepted", "already_present"), position: isNatural });
+/** A journal error as data: any object, since `decodeError` trusts none of its fields. */
+const isWireError = fields({});
+const isBatchResult = anyOf(isAppendResult, fields({ status: oneOf("rejected"), error: isWireError }));
+const isAckResult = anyOf(fields({ ok: oneOf(true) }), fields({ ok: oneOf(false), error: isWireError }));
+const isJsonEvent = fields({ record: fields({}), observedAt: isNatural });
+const isDelivery = fields({ id: fields({ consumer: isText, event: isText, attempt: isNatural }), event: isJsonEvent, leaseExpiresAt: isNatural });
+const isOutcome = anyOf(
+  oneOf(null),
+  fields({ kind: oneOf("acked", "expired"), at: isNatural }),
+  fields({ kind: oneOf("nacked"), at: isNatural, error: isText }),
+  fields({ kind: oneOf("quarantined"), at: isNatural, reason: isReason }),
+);
+const isAttempt = fields({ attempt: isNatural, claimedAt: isNatural, leaseExpiresAt: isNatural, outcome: isOutcome });
+const isStats = fields({ pending: isNatural, inFlight: isNatural, quarantined: isNatural, oldestPendingAgeMs: anyOf(isNatural, oneOf(null)), dropped: isNatural, capacity: isCapacity });
+const isQuarantined = fields({ consumer: isText, event: isJsonEvent, position: isNatural, reason: isReason, quarantinedAt: isNatural, attempts: listOf(isAttempt) });
+const isAuditEntry = fields({ seq: isNatural, at: isNatural, action: oneOf("release", "discard"), consumer: isText, requestId: isText, reason: isReason, actor: anyOf(isText, oneOf(null)) });
+const isPageOf = (item: Check) => fields({ items: listOf(item), nextCursor: anyOf(isText, oneOf(null)) });
+
+/**
+ * The `read` of a call whose answer is of `shape`: `convert` makes the result
+ * of it (by default the body itself). It throws on any other answer, and so
+ * does `convert` on what it cannot rebuild (an event, a consumer id): the try
+ * then fails as `invalid_answer` (see `HttpJournal.once`).
+ */
+function answer<B, T = B>(shape: Check, convert: (body: B) => T = (body) => body as unknown as T): (body: unknown) => T {
+  return (body) => {
+    if (!shape(body)) throw new TypeError("not the API's answer");
+    return convert(body as B);
+  };
+}
+
+/** The `read` of a call answered `{}`. */
+const done = answer<void>(fields({}), () => undefined);
 
 /** The typed error of a non-2xx answer. */
 function errorFromAnswer(status: number, body: unknown): JournalError {

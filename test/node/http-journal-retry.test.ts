@@ -81,6 +81,8 @@ function client(fake: Fake, options: Partial<HttpJournalOptions> = {}) {
 
 const event = () => createUsageEvent({ record: { requestId: newRequestId(), namespace: "acme", subject: "user-1", data: { tokens: 1 } }, observedAt: 1_000 });
 const accepted = { status: 200, body: { results: [{ status: "accepted", position: 1 }] } };
+/** A whole stats answer (the client checks an answer's shape). */
+const someStats = { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null, dropped: 0, capacity: BILLING_GRADE };
 
 /** The calls the matrix makes: two idempotent ones and `claim`, which is not. */
 const calls = {
@@ -154,9 +156,9 @@ describe("HttpJournal retries: answers the server did not act on", () => {
   });
 
   it("a retry that succeeds answers the result", async () => {
-    const fake = scripted({ status: 503 }, { status: 200, body: { pending: 0 } });
+    const fake = scripted({ status: 503 }, { status: 200, body: someStats });
     const { journal, sleeps } = client(fake);
-    expect(await journal.stats(billing)).toEqual({ pending: 0 });
+    expect(await journal.stats(billing)).toEqual(someStats);
     expect(fake.calls).toHaveLength(2);
     expect(sleeps).toEqual([50]);
   });
@@ -261,8 +263,30 @@ describe("HttpJournal timeoutMs", () => {
     const fake: Fake = { calls: [], fetch: async () => new Promise((resolve) => (answer = resolve)) };
     const pending = client(fake, { timeoutMs: 0 }).journal.stats(billing);
     await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS * 3));
-    answer({ status: 200, headers: { get: () => null }, text: async () => "{}" });
-    expect(await pending).toEqual({});
+    answer({ status: 200, headers: { get: () => null }, text: async () => JSON.stringify(someStats) });
+    expect(await pending).toEqual(someStats);
+  });
+});
+
+describe("HttpJournal retry, batching, sleep and random options", () => {
+  it("are refused unless valid, with the option's name, before any request", () => {
+    const bad: [Partial<HttpJournalOptions>, string][] = [
+      [{ retry: { baseDelayMs: -1 } }, "retry.baseDelayMs"],
+      [{ retry: { baseDelayMs: 1.5 } }, "retry.baseDelayMs"],
+      [{ retry: { maxDelayMs: "soon" as never } }, "retry.maxDelayMs"],
+      [{ retry: { maxDelayMs: 2 ** 31 } }, "retry.maxDelayMs"],
+      [{ batching: { maxDelayMs: Number.NaN } }, "batching.maxDelayMs"],
+      [{ batching: { maxDelayMs: -5 } }, "batching.maxDelayMs"],
+      [{ random: 42 as never }, "random"],
+      [{ sleep: "x" as never }, "sleep"],
+    ];
+    const fake = scripted(accepted);
+    for (const [options, argument] of bad) {
+      expect(() => client(fake, options), argument).toThrow(InvalidArgumentError);
+      expect(() => client(fake, options)).toThrow(expect.objectContaining({ argument }) as Error);
+    }
+    for (const options of [{ retry: { baseDelayMs: 0, maxDelayMs: 2 ** 31 - 1 } }, { batching: { maxDelayMs: 2 ** 31 - 1 } }, { random: Math.random }]) client(fake, options);
+    expect(fake.calls).toHaveLength(0);
   });
 });
 

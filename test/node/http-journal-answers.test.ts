@@ -1,0 +1,225 @@
+/**
+ * What `HttpJournal` makes of the server's answers, beyond the journal's own
+ * errors (which the conformance suite covers):
+ * - a 2xx whose body is not the API's answer (a misrouted `baseUrl`, a
+ *   proxy, a mock) fails typed, as `invalid_answer`, for every call; it never
+ *   resolves, so an append is never taken for journaled on such an answer;
+ * - batched appends: each request stays within the worker's body cap; a
+ *   batch the worker refuses as a whole for one event's sake (413, 403) is
+ *   sent again one by one, so each caller gets its own answer; and one
+ *   client's requests go one after another, so an ordering key's events are
+ *   journaled in call order.
+ */
+import { describe, expect, it } from "vitest";
+import { memoryEngine } from "../../adapters/memory/index.js";
+import { HttpError, HttpJournal, type FetchLike, type HttpJournalOptions } from "../../src/http/index.js";
+import { BackendError, BILLING_GRADE, createJournal, createUsageEvent, JournalError, newRequestId, parseConsumerId, type AppendResult } from "../../src/index.js";
+import { createApp, type Scope } from "../../src/worker/index.js";
+
+const TOKEN = "answers-token-0123456789";
+const billing = parseConsumerId("billing");
+
+const event = (namespace = "acme", data: unknown = { tokens: 1 }) =>
+  createUsageEvent({ record: { requestId: newRequestId(), namespace, subject: "user-1", data: data as never }, observedAt: 1_000 });
+
+/** The error `promise` rejects with (failing the test if it resolves). */
+async function rejection(promise: Promise<unknown>): Promise<JournalError> {
+  const outcome = await promise.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
+  if (!("error" in outcome)) throw new Error(`expected a rejection, got ${JSON.stringify(outcome.value)}`);
+  expect(outcome.error).toBeInstanceOf(JournalError);
+  return outcome.error as JournalError;
+}
+
+describe("HttpJournal: a 2xx answer that is not the API's", () => {
+  /** A client whose every request is answered 200 with `body` as JSON; `requests` counts them. */
+  function answering(body: unknown, options: Partial<HttpJournalOptions> = {}) {
+    const requests: string[] = [];
+    const fetch: FetchLike = async (url) => {
+      requests.push(url);
+      return { status: 200, headers: { get: () => null }, text: async () => JSON.stringify(body) };
+    };
+    const journal = new HttpJournal({ baseUrl: "http://isostore.test", journal: "usage", token: TOKEN, fetch, capacity: BILLING_GRADE, mode: "billing_grade", retry: { attempts: 3 }, batching: false, sleep: async () => {}, ...options });
+    return { journal, requests };
+  }
+
+  function expectInvalidAnswer(error: JournalError): void {
+    expect(error).toBeInstanceOf(BackendError);
+    expect(error).toMatchObject({ code: "backend", retryable: false });
+    expect(error.cause).toBeInstanceOf(HttpError);
+    expect(error.cause).toMatchObject({ status: 200, code: "invalid_answer" });
+  }
+
+  const delivery = { consumer: billing, event: newRequestId(), attempt: 1 };
+  const someEvent = event();
+  const wellFormedDelivery = { id: delivery, event: { record: someEvent.record, observedAt: 1_000 }, leaseExpiresAt: 5_000 };
+  const capacity = BILLING_GRADE;
+  const attempt = { attempt: 1, claimedAt: 1, leaseExpiresAt: 2, outcome: null };
+  const quarantined = { consumer: "billing", event: { record: someEvent.record, observedAt: 1_000 }, position: 1, reason: "rejected", quarantinedAt: 3, attempts: [attempt] };
+
+  type Case = readonly [label: string, call: (journal: HttpJournal) => Promise<unknown>, bodies: readonly unknown[]];
+  const cases: Case[] = [
+    ["append", (journal) => journal.append(event()), [{}, null, [], { result: null }, { result: { status: "accepted" } }, { result: { status: "queued", position: 1 } }, { result: { status: "accepted", position: 1.5 } }, { result: { status: "accepted", position: "1" } }]],
+    ["appendBatch", (journal) => journal.appendBatch([event()]), [{}, { results: [] }, { results: [null] }, { results: [{ status: "x" }] }, { results: [{ status: "rejected" }] }, { results: [{ status: "accepted", position: 1 }, { status: "accepted", position: 2 }] }]],
+    ["ackBatch", (journal) => journal.ackBatch([delivery]), [{}, { results: [] }, { results: [null] }, { results: [{ ok: "yes" }] }, { results: [{ ok: false }] }]],
+    ["ack", (journal) => journal.ack(delivery), [{ results: [null] }]],
+    [
+      "claim",
+      (journal) => journal.claim(billing, { maxEvents: 1, leaseMs: 1_000, now: 0 }),
+      [
+        {},
+        null,
+        { deliveries: {} },
+        { deliveries: [null] },
+        { deliveries: [{ ...wellFormedDelivery, leaseExpiresAt: -1 }] },
+        { deliveries: [{ ...wellFormedDelivery, id: { ...delivery, consumer: "" } }] }, // not a consumer id
+        { deliveries: [{ ...wellFormedDelivery, event: { record: { ...someEvent.record, requestId: "nope" }, observedAt: 1 } }] }, // not an event
+      ],
+    ],
+    ["extend", (journal) => journal.extend(delivery, { leaseMs: 1_000, now: 0 }), [{}, { leaseExpiresAt: "later" }]],
+    ["quarantine", (journal) => journal.quarantine(delivery, "rejected"), [[], "ok", 1]],
+    ["nack", (journal) => journal.nack(delivery, { retryAfterMs: 0, error: "x", now: 0 }), [[]]],
+    ["release", (journal) => journal.release(billing, newRequestId(), { now: 0 }), [true]],
+    ["stats", (journal) => journal.stats(billing), [{}, { pending: 0 }, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null, dropped: 0, capacity: { ...capacity, policy: "keep" } }]],
+    ["attempts", (journal) => journal.attempts(billing, newRequestId()), [{}, { attempts: [{ ...attempt, outcome: { kind: "acked" } }] }, { attempts: [{ ...attempt, outcome: { kind: "quarantined", at: 1, reason: "bored" } }] }]],
+    ["listQuarantined", (journal) => journal.listQuarantined(billing), [{}, { items: [] }, { items: [{ ...quarantined, reason: "x" }], nextCursor: null }, { items: [{ ...quarantined, consumer: "" }], nextCursor: null }]],
+    ["listAudit", (journal) => journal.listAudit(), [{}, { items: [{ seq: 1 }], nextCursor: null }, { items: [], nextCursor: 5 }]],
+    ["prune", (journal) => journal.prune({ now: 0 }), [{}, { pruned: -1 }]],
+  ];
+
+  for (const [label, call, bodies] of cases) {
+    it(`${label}: a typed invalid_answer, not retried, never a result`, async () => {
+      for (const body of bodies) {
+        const { journal, requests } = answering(body);
+        const error = await rejection(call(journal));
+        expectInvalidAnswer(error);
+        expect(requests, JSON.stringify(body)).toHaveLength(1);
+      }
+    });
+  }
+
+  it("batched appends: each caller gets invalid_answer (a lone one, and a batch answered with the wrong results)", async () => {
+    for (const body of [{}, { result: {} }]) expectInvalidAnswer(await rejection(answering(body, { batching: {} }).journal.append(event())));
+    const { journal, requests } = answering({ results: [{ status: "accepted", position: 1 }] }, { batching: {} });
+    const errors = await Promise.all([journal.append(event()), journal.append(event())].map(rejection));
+    for (const error of errors) expectInvalidAnswer(error);
+    expect(requests).toHaveLength(1);
+  });
+
+  it("connect: a descriptor of the wrong shape is invalid_answer", async () => {
+    const fetch: FetchLike = async () => ({ status: 200, headers: { get: () => null }, text: async () => JSON.stringify({ capacity: BILLING_GRADE, mode: "best_effort" }) });
+    expectInvalidAnswer(await rejection(HttpJournal.connect({ baseUrl: "http://isostore.test", journal: "usage", token: TOKEN, fetch, retry: { attempts: 1 } })));
+  });
+
+  it("a well-formed answer with fields the client does not know still passes", async () => {
+    const { journal } = answering({ result: { status: "accepted", position: 7, shard: 2 }, took: 3 });
+    expect(await journal.append(event())).toMatchObject({ status: "accepted", position: 7 });
+  });
+});
+
+describe("HttpJournal: batched appends", () => {
+  interface Request {
+    readonly route: string;
+    readonly bytes: number;
+    readonly status: number;
+  }
+
+  /** A client over the app over a memory journal; `requests` records each request as answered. */
+  function served(options: { maxBodyBytes?: number; scopes?: Scope[]; token?: string; slowFirstMs?: number; batching?: HttpJournalOptions["batching"] } = {}) {
+    const journal = createJournal(memoryEngine(), { name: "usage", capacity: BILLING_GRADE });
+    const app = createApp({
+      journals: { usage: journal },
+      auth: { tokens: [{ name: "t", token: TOKEN, scopes: options.scopes ?? ["append:*"] }] },
+      ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
+    });
+    const requests: Request[] = [];
+    let inFlight = 0;
+    let mostInFlight = 0;
+    const fetch: FetchLike = async (url, init) => {
+      const first = requests.length === 0 && inFlight === 0;
+      inFlight++;
+      mostInFlight = Math.max(mostInFlight, inFlight);
+      try {
+        if (first && options.slowFirstMs) await new Promise((resolve) => setTimeout(resolve, options.slowFirstMs));
+        const response = await app.fetch(new Request(url, init));
+        requests.push({ route: url.slice(url.lastIndexOf("/") + 1), bytes: new TextEncoder().encode(init.body ?? "").length, status: response.status });
+        return response;
+      } finally {
+        inFlight--;
+      }
+    };
+    const client = new HttpJournal({ baseUrl: "http://isostore.test", journal: "usage", token: options.token ?? TOKEN, fetch, capacity: BILLING_GRADE, mode: "billing_grade", retry: { attempts: 1 }, batching: options.batching ?? {} });
+    return { client, journal, requests, mostInFlight: () => mostInFlight };
+  }
+
+  /** What each call came to: its status, or the HTTP status of its error. */
+  const outcomes = (settled: PromiseSettledResult<AppendResult>[]) =>
+    settled.map((outcome) => (outcome.status === "fulfilled" ? outcome.value.status : (((outcome.reason as JournalError).cause as HttpError | undefined)?.status ?? (outcome.reason as JournalError).code)));
+
+  it("a request stays within the worker's 1 MiB body cap: 20 appends of 60 KB travel in two batches, none refused", async () => {
+    const { client, journal, requests } = served();
+    const settled = await Promise.allSettled(Array.from({ length: 20 }, () => client.append(event("acme", { pad: "x".repeat(60_000) }))));
+    expect(outcomes(settled)).toEqual(Array.from({ length: 20 }, () => "accepted"));
+    expect(requests.map((request) => [request.route, request.status])).toEqual([
+      ["append-batch", 200],
+      ["append-batch", 200],
+    ]);
+    for (const request of requests) expect(request.bytes).toBeLessThanOrEqual(1024 * 1024);
+    expect((await journal.stats(billing)).pending).toBe(20);
+  });
+
+  it("a batch refused with 413 (a worker with a smaller cap) is sent again one by one: each caller gets its own answer", async () => {
+    const { client, journal, requests } = served({ maxBodyBytes: 4096 });
+    const events = [event("acme", { pad: "x".repeat(1_500) }), event("acme", { pad: "x".repeat(5_000) }), event("acme", { pad: "x".repeat(1_500) })];
+    const settled = await Promise.allSettled(events.map((each) => client.append(each)));
+    expect(outcomes(settled)).toEqual(["accepted", 413, "accepted"]);
+    expect(requests.map((request) => [request.route, request.status])).toEqual([
+      ["append-batch", 413],
+      ["append", 200],
+      ["append", 413],
+      ["append", 200],
+    ]);
+    expect((await journal.stats(billing)).pending).toBe(2);
+  });
+
+  it("a batch refused with 403 for one event's namespace is sent again one by one: the others are appended", async () => {
+    const { client, journal } = served({ scopes: ["append:acme"] });
+    const settled = await Promise.allSettled([event("acme"), event("other"), event("acme")].map((each) => client.append(each)));
+    expect(outcomes(settled)).toEqual(["accepted", 403, "accepted"]);
+    const refused = (settled[1] as PromiseRejectedResult).reason as JournalError;
+    expect(refused).toBeInstanceOf(BackendError);
+    expect(refused.cause).toMatchObject({ status: 403, code: "forbidden" });
+    expect((await journal.stats(billing)).pending).toBe(2);
+  });
+
+  it("a batch refused for every event's sake (401) fails each caller at once, with no request one by one", async () => {
+    const { client, requests } = served({ token: "not-the-token-0123456789" });
+    const settled = await Promise.allSettled([event(), event(), event()].map((each) => client.append(each)));
+    expect(outcomes(settled)).toEqual([401, 401, 401]);
+    expect(requests).toHaveLength(1);
+  });
+
+  it("one request at a time: an ordering key's appends are journaled in call order, a slow first request notwithstanding", async () => {
+    const { client, journal, requests, mostInFlight } = served({ slowFirstMs: 30, batching: { maxEvents: 2 } });
+    const events = Array.from({ length: 5 }, (_, call) => event("acme", { call }));
+    const results = await Promise.all(events.map((each) => client.append(each)));
+    expect(results.map((result) => result.position)).toEqual([1, 2, 3, 4, 5]);
+    expect(mostInFlight()).toBe(1);
+    expect(requests.map((request) => request.route)).toEqual(["append-batch", "append-batch", "append"]);
+    const delivered = await journal.claim(billing, { maxEvents: 5, leaseMs: 1_000, now: 2_000 });
+    expect(delivered.map((delivery) => delivery.event.id)).toEqual([events[0]!.id]); // one per key in flight: the first call's
+  });
+
+  it("appends issued while a request is in flight go in the next one, after it is answered", async () => {
+    const { client, requests, mostInFlight } = served({ slowFirstMs: 30 });
+    const first = [client.append(event("acme", { call: 0 })), client.append(event("acme", { call: 1 }))];
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const later = [client.append(event("acme", { call: 2 })), client.append(event("acme", { call: 3 }))];
+    const positions = (await Promise.all([...first, ...later])).map((result) => result.position);
+    expect(positions).toEqual([1, 2, 3, 4]);
+    expect(mostInFlight()).toBe(1);
+    expect(requests.map((request) => request.route)).toEqual(["append-batch", "append-batch"]);
+  });
+});
