@@ -56,7 +56,7 @@
 /// <reference types="@cloudflare/workers-types" />
 import { DurableObject } from "cloudflare:workers";
 import { checkNow, MAX_CLAIM_EVENTS } from "../../src/journal/arguments.js";
-import { createJournal, OPPORTUNISTIC_PRUNE_LIMIT } from "../../src/journal/journal.js";
+import { createJournal } from "../../src/journal/journal.js";
 import { InvalidArgumentError } from "../../src/journal/errors.js";
 import { checkCapacity, checkInteger, parseConsumerId } from "../../src/journal/event.js";
 import { Layout } from "../../src/journal/layout.js";
@@ -401,10 +401,10 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
 
   /**
    * Register `consumer` here if it is not: what its first claim at `now` (the
-   * claim's `now`) would do, without claiming. Like that claim, it first
-   * prunes up to `OPPORTUNISTIC_PRUNE_LIMIT` events whose window has passed,
-   * so a consumer registering after an event's window does not bring the
-   * event back. Without `now` (an older caller), it only registers.
+   * claim's `now`) would do, without claiming. Like that claim's
+   * registration, it first prunes every event whose window has passed at
+   * `now`, so a consumer registering after an event's window does not bring
+   * the event back. Without `now` (an older caller), it only registers.
    */
   async register(config: PartitionConfig, consumer: ConsumerId, now?: number): Promise<WireOutcome<void>> {
     return toWire(async () => {
@@ -414,8 +414,7 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
       await this.engine.transact("readwrite", async (tx) => {
         const work = new Work(tx, new Layout(journal.name), journal.capacity);
         if (await work.isRegistered(id)) return;
-        if (pruneAt !== undefined) await work.prune(pruneAt, OPPORTUNISTIC_PRUNE_LIMIT);
-        await work.register(id);
+        await work.register(id, pruneAt ?? null);
         work.flush();
       });
     });

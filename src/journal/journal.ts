@@ -313,7 +313,7 @@ class EngineJournal implements UsageJournal {
     const { consumer: id, maxEvents, leaseMs, now } = checkClaim(consumer, options);
     return this.run("readwrite", async (work) => {
       await work.prune(now, OPPORTUNISTIC_PRUNE_LIMIT);
-      if (!(await work.isRegistered(id))) await work.register(id);
+      if (!(await work.isRegistered(id))) await work.register(id, now);
       await work.sweep(id, now);
       return work.claim(id, maxEvents, leaseMs, now);
     });

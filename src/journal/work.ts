@@ -706,6 +706,17 @@ export class Work {
     else for (const key of keys) this.tx.delete(key);
   }
 
+  /** Whether the stored event at `position` is prunable at `now`: delivered to every consumer, its window passed. */
+  private async prunableAt(event: UsageEvent, position: number, now: number): Promise<boolean> {
+    if (event.observedAt > now - this.capacity.retainAcknowledgedMs) return false;
+    return (await this.tx.get(this.layout.delivered(event.observedAt, position))) !== undefined;
+  }
+
+  /** Forget every delivered event whose window has passed at `now`, in bounded steps. */
+  async pruneAll(now: number): Promise<void> {
+    while ((await this.prune(now, CHUNK)) === CHUNK);
+  }
+
   /** Forget up to `limit` delivered events whose window has passed. */
   async prune(now: number, limit: number): Promise<number> {
     const meta = await this.meta();
@@ -796,8 +807,13 @@ export class Work {
     const known = await this.positionOf(event.id);
     if (known !== undefined) {
       const stored = await this.eventAt(known);
-      if (!isSameFact(stored, event)) return new EventConflictError(event.id);
-      return { status: "already_present", position: known };
+      // Past its window and delivered to all, the stored event is as good as pruned (pruning runs in bounded
+      // steps, so it may not have come to it yet): its id is forgotten, and this append is a new event.
+      if (!(await this.prunableAt(stored, known, now))) {
+        if (!isSameFact(stored, event)) return new EventConflictError(event.id);
+        return { status: "already_present", position: known };
+      }
+      await this.deleteEvent(known, now);
     }
     const stored = (await this.meta()).stored;
     if (stored >= this.capacity.maxEvents) {
@@ -831,10 +847,15 @@ export class Work {
 
   /**
    * Register a consumer: every stored event becomes part of its backlog, the
-   * first event of each key its key's active one. The first consumer also
-   * builds the `k` index (kept only while a consumer is registered).
+   * first event of each key its key's active one, once every event due for
+   * pruning at `now` is pruned (null: an older caller without a time). The
+   * first consumer also builds the `k` index (kept only while a consumer is
+   * registered).
    */
-  async register(consumer: string): Promise<void> {
+  async register(consumer: string, now: number | null): Promise<void> {
+    // What the registered consumers finished with and whose window passed is gone for the newcomer too, however
+    // far the bounded pruning of earlier calls came: its backlog does not depend on when pruning last ran.
+    if (now !== null) await this.pruneAll(now);
     const meta = await this.meta();
     const first = meta.consumers.length === 0;
     const openIndexed = meta.openIndexed !== false;

@@ -962,6 +962,32 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#1`], "and delivered again, as attempt 1");
   });
 
+  example("after its window an event's key is forgotten, however far pruning came: the same event is a new event", { retainAcknowledgedMs: 1000 }, async ({ journal, time, t0 }) => {
+    // 12 events acked: more than one opportunistic prune (8) takes, and no explicit prune runs.
+    for (let n = 1; n <= 12; n++) await journal.append(usage(n, `user-${n}`, t0));
+    for (const delivery of await journal.claim(billing, lease(time, 1000, 20))) await journal.ack(delivery.id);
+    time.advance(1000);
+    expectEqual((await journal.append(usage(12, "user-12", t0))).status, "accepted", "the same event after its window is a new event");
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(12)}#1`], "delivered again, as attempt 1");
+  });
+
+  example("after its window an event's key is forgotten, however far pruning came: another record under its id is not a conflict", { retainAcknowledgedMs: 1000 }, async ({ journal, time, t0 }) => {
+    for (let n = 1; n <= 12; n++) await journal.append(usage(n, `user-${n}`, t0));
+    for (const delivery of await journal.claim(billing, lease(time, 1000, 20))) await journal.ack(delivery.id);
+    time.advance(1000);
+    expectEqual((await journal.append(usage(11, "user-11", t0, { tokens: 1 }))).status, "accepted", "another record under a forgotten id is a new event");
+    expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(11)}#1`], "delivered as a new event");
+  });
+
+  example("a consumer registering after the window gets none of the events due for pruning, however many there are", { retainAcknowledgedMs: 1000 }, async ({ journal, time, t0 }) => {
+    for (let n = 1; n <= 12; n++) await journal.append(usage(n, `user-${n}`, t0));
+    for (const delivery of await journal.claim(billing, lease(time, 1000, 20))) await journal.ack(delivery.id);
+    await journal.append(usage(13, "user-13", t0 + 5000)); // still inside its window
+    time.advance(1000);
+    expectEqual(handed(await journal.claim(warehouse, lease(time, 1000, 20))), [`${rid(13)}#1`], "only the event inside its window");
+    expectEqual((await journal.stats(warehouse)).pending, 0, "nothing else in its backlog");
+  });
+
   example("an event no consumer has registered for is not prunable", { retainAcknowledgedMs: 0 }, async ({ journal, time, t0, capacity }) => {
     await journal.append(usage(1, "user-1", t0 - 10_000));
     time.advance(100_000);

@@ -286,8 +286,9 @@ export class JournalOracle implements UsageJournal {
     return this.atomically(() => {
       // 1. Validate; opportunistic prune.
       const checked = checkUsageEvent(event);
-      this.pruneEvents(this.clock(), OPPORTUNISTIC_PRUNE_LIMIT);
-      return this.appendChecked(checked);
+      const now = this.clock();
+      this.pruneEvents(now, OPPORTUNISTIC_PRUNE_LIMIT);
+      return this.appendChecked(checked, now);
     });
   }
 
@@ -298,12 +299,13 @@ export class JournalOracle implements UsageJournal {
       if (events.length > MAX_BATCH_EVENTS) {
         throw new InvalidArgumentError("events", `holds ${events.length} events; a batch holds at most ${MAX_BATCH_EVENTS}`);
       }
-      this.pruneEvents(this.clock(), OPPORTUNISTIC_PRUNE_LIMIT);
+      const now = this.clock();
+      this.pruneEvents(now, OPPORTUNISTIC_PRUNE_LIMIT);
       const results: BatchAppendResult[] = [];
       for (const event of events as readonly unknown[]) {
         try {
           // Each event is appended as `append` steps 1-4; its own refusal changes nothing.
-          results.push(this.atomically(() => this.appendChecked(checkUsageEvent(event as UsageEvent))));
+          results.push(this.atomically(() => this.appendChecked(checkUsageEvent(event as UsageEvent), now)));
         } catch (error) {
           if (!(error instanceof JournalError)) throw error;
           results.push({ status: "rejected", error });
@@ -313,11 +315,13 @@ export class JournalOracle implements UsageJournal {
     });
   }
 
-  /** `append` steps 2-4, for a validated event. */
-  private appendChecked(event: UsageEvent): AppendResult {
-    // 2. Idempotency: same fact -> already_present, else conflict.
+  /** `append` steps 2-4, for a validated event, at `now`. */
+  private appendChecked(event: UsageEvent, now: number): AppendResult {
+    // 2. Idempotency: same fact -> already_present, else conflict. A stored event due for pruning is
+    //    forgotten already (pruning forgets the key, whenever it gets to it): the append is a new event.
     const existing = this.findEvent(event.id);
-    if (existing !== undefined) {
+    if (existing !== undefined && this.isPrunable(existing, now)) this.deleteEvent(existing.position);
+    else if (existing !== undefined) {
       if (isSameFact(existing.event, event)) return { status: "already_present", position: existing.position };
       throw new EventConflictError(event.id);
     }
@@ -364,7 +368,7 @@ export class JournalOracle implements UsageJournal {
       const leaseMs = checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS);
       const now = checkInteger("now", options.now, 0);
       this.pruneEvents(now, OPPORTUNISTIC_PRUNE_LIMIT);
-      this.register(c);
+      this.register(c, now);
 
       // 3. Take the candidate with the smallest position until maxEvents are chosen.
       const chosen: { position: number; delivery: Delivery }[] = [];
@@ -714,9 +718,7 @@ export class JournalOracle implements UsageJournal {
 
   /** Delete up to `limit` prunable events in ascending `(observedAt, position)` order. */
   private pruneEvents(now: number, limit: number): number {
-    const prunable = this.state.events.filter(
-      (stored) => this.isDelivered(stored.position) && stored.event.observedAt + this.capacity.retainAcknowledgedMs <= now,
-    );
+    const prunable = this.state.events.filter((stored) => this.isPrunable(stored, now));
     prunable.sort((a, b) => a.event.observedAt - b.event.observedAt || a.position - b.position);
     const victims = prunable.slice(0, limit);
     for (const stored of victims) this.deleteEvent(stored.position);
@@ -777,9 +779,14 @@ export class JournalOracle implements UsageJournal {
     return this.state.consumers.includes(consumer);
   }
 
-  /** A consumer registers by its first claim: every stored event becomes unfinished for it. */
-  private register(consumer: ConsumerId): void {
+  /**
+   * A consumer registers by its first claim at `now`: every stored event becomes unfinished for it,
+   * once every event due for pruning at `now` is gone (its backlog does not depend on how far the
+   * bounded pruning of earlier calls came).
+   */
+  private register(consumer: ConsumerId, now: number): void {
     if (this.isRegistered(consumer)) return;
+    this.pruneEvents(now, Infinity);
     this.state.consumers.push(consumer);
     const statuses = new Map<number, DeliveryStatus>();
     for (const stored of this.state.events) statuses.set(stored.position, freshStatus());
@@ -796,6 +803,11 @@ export class JournalOracle implements UsageJournal {
     const status = this.statusesOf(consumer).get(position);
     if (status === undefined) throw new Error(`JournalOracle: no status of position ${position} for ${consumer}`);
     return status;
+  }
+
+  /** "Prunable" at `now`: delivered, and its window (from observedAt) has passed. */
+  private isPrunable(stored: StoredEvent, now: number): boolean {
+    return this.isDelivered(stored.position) && stored.event.observedAt + this.capacity.retainAcknowledgedMs <= now;
   }
 
   /** "Delivered": at least one consumer registered, and every one acked or discarded it. */
