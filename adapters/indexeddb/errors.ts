@@ -11,12 +11,20 @@
  *
  * Errors of the caller (an invalid key, a write in a readonly transaction, a
  * bad scan limit) are the same `InvalidKeyError` / `TypeError` / `RangeError`
- * the memory engine throws, so adapters do not drift.
+ * the memory engine throws, so adapters do not drift. A value IndexedDB
+ * cannot store (structured clone refuses it) is refused with a
+ * `DataCloneError` ({@link uncloneable}), the platform's own name for it.
  */
 
 /** Every code an {@link IndexedDbEngineError} can carry. */
 export type IndexedDbEngineErrorCode =
-  /** Another connection (an older tab) holds the database open and did not let an upgrade through. */
+  /**
+   * Another connection (an older tab) holds the database open and did not let
+   * an upgrade through; or the open would wait behind such a blocked open
+   * (this engine's earlier one, another engine's), or got no answer in time
+   * (queued behind another tab's). Retryable: retry once the other
+   * connection closed.
+   */
   | "blocked"
   /**
    * The origin's storage quota is exhausted (`cause`: the browser's
@@ -80,12 +88,34 @@ export function openError(error: unknown): IndexedDbEngineError {
   return new IndexedDbEngineError("open_failed", `the database could not be opened (${message})`, { cause: error, retryable: nameOf(error) === "AbortError" });
 }
 
+/** Whether `error` is a `DataCloneError` (structured clone refused a value), the platform's or {@link uncloneable}'s. */
+export function isDataCloneError(error: unknown): boolean {
+  return nameOf(error) === "DataCloneError";
+}
+
 /** The error of a transaction that could not start because its connection went away. */
 export function connectionLostError(error: unknown): IndexedDbEngineError {
   return new IndexedDbEngineError("aborted", "the connection closed before the transaction started (another tab upgraded or deleted the database)", {
     cause: error,
     retryable: true,
   });
+}
+
+/**
+ * The error of a value IndexedDB cannot store: a `DOMException` named
+ * `DataCloneError`, as structured clone throws, with the engine's message
+ * saying what was refused (`what`, e.g. "a function") and, when the platform
+ * refused it first (at the commit), the platform's error as `cause`.
+ * `put` throws it (`sizeOf` in `./pages.ts`); the flush throws it when
+ * IndexedDB refuses a value `put` could not recognise.
+ */
+export function uncloneable(what: string, cause?: unknown): DOMException {
+  const message = typeof cause === "object" && cause !== null ? (cause as { message?: unknown }).message : undefined;
+  const detail = typeof message === "string" && message.length > 0 ? `: ${message}` : "";
+  const error = new DOMException(`isostore indexeddb engine: ${what} cannot be stored (structured clone refuses it${detail}); nothing of the transaction was written`, "DataCloneError");
+  // DOMException's constructor takes no options: `cause` is set as Error's would be (own, not enumerable).
+  if (cause !== undefined) Object.defineProperty(error, "cause", { value: cause, writable: true, configurable: true, enumerable: false });
+  return error;
 }
 
 /** The error of stored pages or log records that break their own invariants (a damaged database). */

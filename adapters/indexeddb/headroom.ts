@@ -22,9 +22,13 @@
  * a fresh one). Between two estimates the bytes this engine committed are
  * added to the estimated usage, and after a refusal the next growing
  * transaction reads a fresh estimate (the drain it calls for may have freed
- * space). Where there is no StorageManager (Node with
- * fake-indexeddb, old browsers), or its estimate fails or has no quota, no
- * transaction is refused by this check.
+ * space). Estimates asked for at once (the one transactions wait for, and
+ * the one a refusal asks for) are numbered, and the newest answer wins:
+ * the bytes committed since are counted from the estimate in use, never
+ * taken off twice. Where there is no StorageManager (Node with
+ * fake-indexeddb, old browsers), or its estimate fails, has no quota or
+ * does not answer within {@link ESTIMATE_TIMEOUT_MS}, no transaction is
+ * refused by this check (an answer that comes late is still taken).
  */
 import { IndexedDbEngineError } from "./errors.js";
 import type { StorageManagerLike } from "./persistent-storage.js";
@@ -61,24 +65,50 @@ export function storageFromGlobals(): StorageEstimator | undefined {
   return (globalThis as { navigator?: { storage?: StorageEstimator } }).navigator?.storage;
 }
 
-/** The usage, quota and reserve of the last estimate. */
+/**
+ * How long a growing transaction waits for an estimate (ms) before the check
+ * is taken as unavailable for it: `estimate()` is one IPC of well under a
+ * millisecond, and one that never answers must not stall the engine (every
+ * transaction called after a growing one waits with it). As long as an
+ * estimate is trusted ({@link ESTIMATE_TTL_MS}); an answer that comes later
+ * is still taken (see {@link Headroom.refresh}), so a slow estimate turns the
+ * check off only until it answered.
+ */
+export const ESTIMATE_TIMEOUT_MS = ESTIMATE_TTL_MS;
+
+/** The usage, quota and reserve of an estimate, and the bytes this engine had committed when it was asked for. */
 interface Estimate {
   readonly usage: number;
   readonly quota: number;
   readonly reserve: number;
+  /** {@link Headroom}'s `committed` when the estimate was asked for (the bytes after it are in no estimate yet). */
+  readonly counted: number;
 }
 
 /**
  * The headroom an engine keeps (see the module comment): the last estimate,
  * the bytes committed since, and the verdict on a growing transaction.
+ *
+ * Estimates may be asked for while another one is pending (the engine asks
+ * once for the transactions that wait, and once more after a refusal), and
+ * may answer in any order: each is numbered when asked for, an answer older
+ * than the one in use is dropped, and the bytes committed since an estimate
+ * are counted from that estimate's own count ({@link Estimate.counted}), so
+ * no byte is ever taken off twice.
  */
 export class Headroom {
-  /** The last usable estimate (null: none yet, or the last one failed: nothing is refused). */
+  /** The estimate in use (null: none yet, or the newest answer failed or timed out: nothing is refused). */
   private estimate: Estimate | null = null;
   /** When the last estimate was asked for, usable or not (the clock; -Infinity: never). */
   private askedAt = -Infinity;
-  /** Bytes this engine committed since the last estimate was asked for (counted in no estimate yet). */
-  private written = 0;
+  /** Bytes this engine committed, all told (only ever grows). */
+  private committed = 0;
+  /** Estimates asked for so far (the number of the newest one). */
+  private asked = 0;
+  /** The number of the estimate whose answer is in use (an older answer is dropped). */
+  private answered = 0;
+  /** Estimates that timed out and have not answered yet: while there is one, no other is asked for. */
+  private hung = 0;
   /** False once no StorageManager was found: the check is off for good. */
   private enabled = true;
   private manager: StorageEstimator | null = null;
@@ -89,18 +119,25 @@ export class Headroom {
     /** Bytes to keep free; undefined: {@link defaultReserveBytes} of each estimate's quota. */
     private readonly reserveBytes: number | undefined,
     private readonly clock: () => number,
+    /** How long {@link refresh} waits for an answer (ms); tests shorten it. */
+    private readonly timeoutMs: number = ESTIMATE_TIMEOUT_MS,
   ) {
     if (reserveBytes === 0) this.enabled = false;
   }
 
   /** Count bytes a transaction of this engine committed. */
   wrote(bytes: number): void {
-    this.written += bytes;
+    this.committed += bytes;
   }
 
-  /** Whether a growing transaction must wait for a fresh estimate first ({@link refresh}). */
+  /** Bytes this engine committed since the estimate in use was asked for (0 without one). */
+  get written(): number {
+    return this.estimate === null ? 0 : this.committed - this.estimate.counted;
+  }
+
+  /** Whether a growing transaction must wait for a fresh estimate first ({@link refresh}); never while one that timed out has not answered. */
   get stale(): boolean {
-    if (!this.enabled) return false;
+    if (!this.enabled || this.hung > 0) return false;
     const now = this.clock();
     const age = now - this.askedAt;
     if (!(age >= 0 && age < ESTIMATE_TTL_MS)) return true;
@@ -110,9 +147,12 @@ export class Headroom {
   }
 
   /**
-   * Ask for a fresh estimate; never rejects (a failed estimate turns the
-   * check off until the next one; a StorageManager lookup that throws, for
-   * good).
+   * Ask for a fresh estimate; never rejects, and settles within
+   * {@link timeoutMs} (a failed estimate turns the check off until the next
+   * one; a StorageManager lookup that throws, for good; one that does not
+   * answer in time counts as failed, and its answer is still taken when it
+   * comes, unless a newer one was meanwhile). While an estimate that timed
+   * out has not answered, no other is asked for: this returns at once.
    */
   async refresh(): Promise<void> {
     if (this.manager === null) {
@@ -128,24 +168,52 @@ export class Headroom {
       }
       this.manager = manager;
     }
-    const at = this.clock();
-    const before = this.written;
-    this.askedAt = at;
-    let answer: { usage?: number; quota?: number };
-    try {
-      answer = await this.manager.estimate!();
-    } catch {
-      this.estimate = null;
-      return;
-    }
-    const { usage, quota } = answer;
-    // Commits that completed while the estimate was asked for may be in it or not: keep counting them.
-    this.written -= before;
+    if (this.hung > 0) return;
+    const manager = this.manager;
+    const number = ++this.asked;
+    // Commits that complete while the estimate is asked for may be in it or not: keep counting them.
+    const counted = this.committed;
+    this.askedAt = this.clock();
+    await new Promise<void>((resolve) => {
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        this.hung++;
+        this.take(number, undefined, counted);
+        resolve();
+      }, this.timeoutMs);
+      const answer = (value: { usage?: number; quota?: number } | undefined): void => {
+        if (timedOut) this.hung--;
+        else clearTimeout(timer);
+        this.take(number, value, counted);
+        resolve();
+      };
+      let asking: Promise<{ usage?: number; quota?: number }>;
+      try {
+        asking = Promise.resolve(manager.estimate!());
+      } catch {
+        answer(undefined);
+        return;
+      }
+      asking.then(answer, () => answer(undefined));
+    });
+  }
+
+  /**
+   * Use the answer to estimate `number` (`undefined`: it failed or timed out),
+   * asked for when this engine had committed `counted` bytes, unless a newer
+   * estimate already answered.
+   */
+  private take(number: number, answer: { usage?: number; quota?: number } | undefined, counted: number): void {
+    if (number < this.answered) return;
+    this.answered = number;
+    const usage = answer?.usage;
+    const quota = answer?.quota;
     if (typeof usage !== "number" || typeof quota !== "number" || !Number.isFinite(usage) || !Number.isFinite(quota) || quota <= 0) {
       this.estimate = null;
       return;
     }
-    this.estimate = { usage, quota, reserve: this.reserveBytes ?? defaultReserveBytes(quota) };
+    this.estimate = { usage, quota, reserve: this.reserveBytes ?? defaultReserveBytes(quota), counted };
   }
 
   /**

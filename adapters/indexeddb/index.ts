@@ -35,9 +35,15 @@
  * - several tabs share one database safely: readwrite transactions are
  *   serialized across connections by IndexedDB itself;
  * - typed failures ({@link IndexedDbEngineError}): a `blocked` open rejects at
- *   once (retryable) instead of hanging, a full quota is `quota_exceeded`, an
- *   abort is `aborted`; the journal reports them as `backend` errors with
- *   this error as `cause` (and the `DOMException` as its `cause`);
+ *   once (retryable) instead of hanging, and so does every open of the
+ *   database (a retry, another engine's reopen) while that blocked request is
+ *   still pending (IndexedDB would queue it behind), as does an open that
+ *   gets no answer for 10 s (queued behind another tab's blocked upgrade);
+ *   a full quota is `quota_exceeded`, an abort is `aborted`; the journal
+ *   reports them as `backend` errors with this error as `cause` (and the
+ *   `DOMException` as its `cause`); a value IndexedDB cannot store (a
+ *   function, a symbol, a WeakMap, a Promise..., at any depth) is refused
+ *   by its `put` with a `DataCloneError`, and the transaction writes nothing;
  * - storage kept free for draining (`reserveBytes`): a transaction that grows
  *   the data without bound (hint `grows`: the journal's appends) is refused
  *   as `quota_exceeded`, writing nothing, once the origin's usage would come
@@ -110,7 +116,8 @@ export interface IndexedDbEngineOptions {
    * quarter of the room left above the limit (between two estimates its own
    * commits are added), and after a refusal; so an append's cost does not
    * measurably move. Where there is no `navigator.storage` (Node with
-   * fake-indexeddb, old browsers), or the estimate fails or has no quota,
+   * fake-indexeddb, old browsers), or the estimate fails, has no quota or
+   * does not answer within a second (its answer is taken when it comes),
    * nothing is refused by this check.
    */
   readonly reserveBytes?: number;

@@ -39,11 +39,17 @@
  * - A transaction with the hint `grows` (`Engine.transact`) is refused as
  *   `quota_exceeded` before anything of it is stored when its writes do not
  *   fit the origin's quota less the reserve (`./headroom.ts`); while it waits
- *   for a fresh storage estimate, transactions called after it wait too, so
- *   they still start in call order.
+ *   for a fresh storage estimate (at most `ESTIMATE_TIMEOUT_MS`, then the
+ *   check is off for it), transactions called after it wait too, so they
+ *   still start in call order.
  * - The connection is opened on first use (or by `open()`), closed by itself
  *   on `versionchange` (another tab upgrading or deleting the database) and
- *   reopened by the next `transact`. Failures are typed (`./errors.ts`).
+ *   reopened by the next `transact`. Failures are typed (`./errors.ts`). An
+ *   open never hangs (`openEngineDatabase` in `./schema.ts`): blocked, or
+ *   queued behind an open that is (this engine's earlier one, another
+ *   engine's upgrade it stepped aside for, another tab's), it rejects with a
+ *   retryable `blocked` error, at once or after `OPEN_WAIT_MS` without any
+ *   answer; so neither `transact` nor `close()` waits on it for good.
  * - No platform global is read before the first call, and only
  *   `indexedDB` / `IDBKeyRange` (each replaceable by an option), so the module
  *   loads in Node, a page, a Web Worker or a Service Worker alike.
@@ -106,6 +112,10 @@ export interface IndexedDbEngineConfig {
   readonly reserveBytes?: number | undefined;
   /** The StorageManager whose estimate the reserve is checked against; undefined: `navigator.storage`, looked up on first use. */
   readonly storage?: (() => StorageEstimator | undefined) | undefined;
+  /** How long a growing transaction waits for a storage estimate (ms); default `ESTIMATE_TIMEOUT_MS` (`./headroom.ts`). Tests shorten it. */
+  readonly estimateTimeoutMs?: number | undefined;
+  /** How long an open may wait without any answer (ms); default `OPEN_WAIT_MS` (`./schema.ts`). Tests shorten it. */
+  readonly openWaitMs?: number | undefined;
 }
 
 /** Pages the engine keeps in memory by default (at most 16 KB each: 32 MB at worst, far less for index pages). */
@@ -131,6 +141,8 @@ export class IndexedDbEngine implements Engine {
   private platform: IndexedDbPlatform | null = null;
   private db: IDBDatabase | null = null;
   private opening: Promise<IDBDatabase> | null = null;
+  /** How long an open may wait without any answer before it rejects `blocked` (`openEngineDatabase`). */
+  private readonly openWaitMs: number | undefined;
   private closed = false;
   /** `transact` calls not settled yet. */
   private pending = 0;
@@ -162,7 +174,8 @@ export class IndexedDbEngine implements Engine {
     this.logLimits = config.logLimits ?? DEFAULT_LOG_LIMITS;
     this.cache = new PageCache(config.cachePages ?? DEFAULT_CACHE_PAGES);
     this.clock = config.clock ?? Date.now;
-    this.headroom = new Headroom(config.storage ?? storageFromGlobals, config.reserveBytes, this.clock);
+    this.headroom = new Headroom(config.storage ?? storageFromGlobals, config.reserveBytes, this.clock, config.estimateTimeoutMs);
+    this.openWaitMs = config.openWaitMs;
   }
 
   /**
@@ -254,8 +267,10 @@ export class IndexedDbEngine implements Engine {
   }
 
   /**
-   * Refuse every later `transact`, let the running ones finish, then close the
-   * connection. The data stays on disk: a new engine on the same name sees it.
+   * Refuse every later `transact`, let the running ones finish (those still
+   * waiting for the connection included: an open answers, or rejects, within
+   * a bounded time, see `openEngineDatabase`), then close the connection. The
+   * data stays on disk: a new engine on the same name sees it.
    */
   async close(): Promise<void> {
     this.closed = true;
@@ -265,7 +280,7 @@ export class IndexedDbEngine implements Engine {
       });
     }
     if (this.opening !== null) {
-      // An open started by `open()` with no transaction: wait for it, then close it.
+      // An open started by `open()` with no transaction: wait for it (bounded), then close it.
       await this.opening.then(
         () => undefined,
         () => undefined,
@@ -298,7 +313,7 @@ export class IndexedDbEngine implements Engine {
         // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- an IndexedDbEngineError or TypeError from the lookup
         return Promise.reject(error);
       }
-      this.opening = openEngineDatabase(platform.indexedDB, platform.IDBKeyRange, this.name, this.migrations).then(
+      this.opening = openEngineDatabase(platform.indexedDB, platform.IDBKeyRange, this.name, this.migrations, this.openWaitMs).then(
         (db) => {
           this.opening = null;
           this.db = db;

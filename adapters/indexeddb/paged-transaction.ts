@@ -40,7 +40,7 @@
 import { invalidKeyError, checkScanLimit, type EngineTransaction, type Entry, type Key, type KeyRange, type ScanOptions } from "../../src/engine.js";
 import { BTree } from "../../src/ordered/btree.js";
 import { encodedInterval, encodeKey, type EncodedInterval } from "../../src/ordered/key-encoding.js";
-import { damaged, IndexedDbEngineError } from "./errors.js";
+import { damaged, IndexedDbEngineError, isDataCloneError, uncloneable } from "./errors.js";
 import { lowerBound, upperBound } from "../../src/ordered/btree.js";
 import { cutPages, isUnderfull, Page, type PageCache, type PageLimits, type PageRecord, PageSet, sizeOf } from "./pages.js";
 import {
@@ -262,9 +262,6 @@ const READY: Promise<void> = Promise.resolve();
  * checked.
  */
 export type ViewMode = "checked" | "optimistic" | "trusted";
-
-/** One resolved empty scan, shared. */
-const NO_ENTRIES: Promise<Entry<never>[]> = Promise.resolve([]);
 
 /** The handle of one engine transaction over pages. */
 export class PagedTransaction implements EngineTransaction {
@@ -511,7 +508,8 @@ export class PagedTransaction implements EngineTransaction {
     } catch (error) {
       throw this.fail(error);
     }
-    if (isEmpty(iv)) return NO_ENTRIES;
+    // A fresh array per call: the caller owns what a scan returns and may change it.
+    if (isEmpty(iv)) return Promise.resolve([]);
     const snapshot = this.snapshot(iv);
     const reverse = options?.reverse === true;
     return this.ready.then(() => (reverse ? this.walkDown(iv, limit, snapshot) : this.walkUp(iv, limit, snapshot))) as Promise<Entry<V>[]>;
@@ -520,9 +518,23 @@ export class PagedTransaction implements EngineTransaction {
   /**
    * Apply the body's writes (see the module comment). Issues the requests;
    * the caller commits. Throws (and the caller aborts) when a page cannot be
-   * stored or IndexedDB already committed under the body.
+   * stored or IndexedDB already committed under the body. A value IndexedDB
+   * refuses to clone that `put` did not recognise (a platform object that is
+   * not serializable, a proxy) is reported as the engine's `DataCloneError`
+   * ({@link uncloneable}, the platform's error as `cause`), as `put` reports
+   * the ones it recognises: a refused call, not a failure of the engine.
    */
   async flush(): Promise<void> {
+    try {
+      await this.store();
+    } catch (error) {
+      if (isDataCloneError(error)) throw this.fail(uncloneable("a value this transaction wrote", error));
+      throw error;
+    }
+  }
+
+  /** The work of {@link flush}. */
+  private async store(): Promise<void> {
     await this.ready;
     if (this.ended !== null) throw committedEarly();
     const log = this.log!;

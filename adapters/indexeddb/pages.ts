@@ -24,7 +24,7 @@
 import { lowerBound, upperBound } from "../../src/ordered/btree.js";
 import { decodeKey } from "../../src/ordered/key-encoding.js";
 import type { Key } from "../../src/engine.js";
-import { damaged } from "./errors.js";
+import { damaged, uncloneable } from "./errors.js";
 import { type ChangeRecord, CommittedLog, isCheckpoint, type LogRecord } from "./log.js";
 
 /** A page as stored under its low fence. */
@@ -249,15 +249,39 @@ export class PageBuilder {
   }
 }
 
-/** Deepest nesting {@link sizeOf} walks; below it a value counts as this many bytes. */
+/** Deepest nesting {@link sizeOf} estimates; below it a value counts as this many bytes (and is only checked). */
 const SIZE_DEPTH = 32;
 const DEEP_VALUE_BYTES = 64;
 
 /**
+ * Built-in objects structured clone refuses (they hold internal state it
+ * cannot copy), by their `Object.prototype.toString` tag, which also names
+ * them when they come from another realm (an iframe). The iterators of the
+ * built-in collections and strings (`Map Iterator`, `Array Iterator`...)
+ * end in ` Iterator`.
+ */
+const UNCLONEABLE_TAGS: ReadonlySet<string> = new Set(["WeakMap", "WeakSet", "WeakRef", "FinalizationRegistry", "Promise", "Generator", "AsyncGenerator", "Arguments", "Iterator Helper"]);
+
+/** The built-in kind structured clone refuses that `value` (an object) is, or undefined when it may be cloned. */
+function uncloneableKind(value: object): string | undefined {
+  // Plain objects and arrays of this realm, the common case, are none of those (and cost no tag lookup).
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto === Object.prototype || proto === Array.prototype || proto === null) return undefined;
+  const tag = Object.prototype.toString.call(value).slice(8, -1);
+  return UNCLONEABLE_TAGS.has(tag) || tag.endsWith(" Iterator") ? tag : undefined;
+}
+
+/**
  * An estimate of the bytes `value` takes stored (for page budgets, not an
  * exact figure), refusing with a `DataCloneError` what structured clone would
- * refuse in any case (functions and symbols), so that a bad value fails at its
- * `put`, not at the commit.
+ * refuse in any case (functions and symbols, and the built-in objects of
+ * {@link UNCLONEABLE_TAGS}: weak collections, promises, generators, iterators,
+ * `arguments`), at any depth, so that a bad value fails at its `put`, not at
+ * the commit. Class instances pass, as structured clone copies them: as plain
+ * objects, their own enumerable properties only. (Platform objects that are
+ * not serializable, such as DOM nodes, are not recognised here; IndexedDB
+ * refuses them at the commit, and the engine reports that as the same
+ * `DataCloneError`, see `flush` in `./paged-transaction.ts`.)
  */
 export function sizeOf(value: unknown, depth = 0): number {
   switch (typeof value) {
@@ -272,18 +296,27 @@ export function sizeOf(value: unknown, depth = 0): number {
       return 16;
     case "function":
     case "symbol":
-      throw new DOMException(`a ${typeof value} cannot be stored (structured clone refuses it)`, "DataCloneError");
+      throw uncloneable(`a ${typeof value}`);
     default:
       break;
   }
   if (value === null) return 2;
-  if (depth >= SIZE_DEPTH) return DEEP_VALUE_BYTES;
+  if (depth >= SIZE_DEPTH) {
+    checkCloneable(value);
+    return DEEP_VALUE_BYTES;
+  }
   if (ArrayBuffer.isView(value)) return value.byteLength + 16;
   if (value instanceof ArrayBuffer) return value.byteLength + 16;
   if (value instanceof Date) return 9;
+  const kind = uncloneableKind(value as object);
+  if (kind !== undefined) throw uncloneable(`a ${kind}`);
   let total = 8;
   if (Array.isArray(value)) {
-    for (const item of value as unknown[]) total += sizeOf(item, depth + 1);
+    const items = value as unknown[];
+    for (const item of items) total += sizeOf(item, depth + 1);
+    // Structured clone copies an array's other own properties too (rare: checked only when there are any).
+    const keys = Object.keys(items);
+    if (keys.length !== items.length) for (const key of keys) if (!isIndex(key, items.length)) total += key.length + 4 + sizeOf((items as unknown as Record<string, unknown>)[key], depth + 1);
     return total;
   }
   if (value instanceof Map) {
@@ -297,6 +330,40 @@ export function sizeOf(value: unknown, depth = 0): number {
   const record = value as Record<string, unknown>;
   for (const key of Object.keys(record)) total += key.length + 4 + sizeOf(record[key], depth + 1);
   return total;
+}
+
+/** Whether `key` (an own key of an array of `length` items) is one of its indexes. */
+function isIndex(key: string, length: number): boolean {
+  const n = Number(key);
+  return Number.isInteger(n) && n >= 0 && n < length && String(n) === key;
+}
+
+/**
+ * Refuse, as {@link sizeOf} does, what structured clone would refuse in
+ * `value`, however deep: iteratively (no stack to overflow) and visiting each
+ * object once (a value may hold cycles, which structured clone keeps).
+ */
+function checkCloneable(value: unknown): void {
+  const seen = new Set<object>();
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const item = stack.pop();
+    if (typeof item === "function" || typeof item === "symbol") throw uncloneable(`a ${typeof item}`);
+    if (typeof item !== "object" || item === null || seen.has(item)) continue;
+    seen.add(item);
+    if (ArrayBuffer.isView(item) || item instanceof ArrayBuffer || item instanceof Date) continue;
+    const kind = uncloneableKind(item);
+    if (kind !== undefined) throw uncloneable(`a ${kind}`);
+    if (item instanceof Map) {
+      for (const [k, v] of item as Map<unknown, unknown>) stack.push(k, v);
+    } else if (item instanceof Set) {
+      for (const member of item as Set<unknown>) stack.push(member);
+    } else {
+      // Arrays too: their indexes are own keys.
+      const record = item as Record<string, unknown>;
+      for (const key of Object.keys(record)) stack.push(record[key]);
+    }
+  }
 }
 
 /**

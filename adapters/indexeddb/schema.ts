@@ -35,9 +35,25 @@
  * migration aborts the upgrade (the open rejects, nothing changed). Migrations
  * are only ever appended.
  *
- * Opening promises: a `blocked` open (an older connection elsewhere that does
- * not close) rejects at once with a retryable `blocked` error instead of
- * hanging; if that open later succeeds anyway, its connection is closed.
+ * Opening promises: an open answers, or rejects with a typed error, without
+ * hanging.
+ * - A `blocked` open (an older connection elsewhere that does not close)
+ *   rejects at once with a retryable `blocked` error. IndexedDB cannot take
+ *   an open back: the request stays pending, and if it later succeeds (the
+ *   other connection closed; its upgrade then runs), its connection is
+ *   closed.
+ * - IndexedDB queues every later open of the database behind that pending
+ *   request, so those would wait as long: while it is pending, an open of the
+ *   same database through the same factory (a retry, or another engine
+ *   reopening after it stepped aside on `versionchange`) rejects at once
+ *   with a retryable `blocked` error too, as does any such open already
+ *   queued behind it, and issues no request. Once the pending request
+ *   ended, opens go through again (and one at an older version than the
+ *   upgrade that ran meanwhile gets `version`).
+ * - An open that gets no answer at all within {@link OPEN_WAIT_MS} waits
+ *   behind an open this module does not know of (another tab's blocked
+ *   upgrade, a delete): it rejects with a retryable `blocked` error, and is
+ *   then pending as above.
  */
 import type { DBSchema } from "idb";
 import type { Key } from "../../src/engine.js";
@@ -149,14 +165,83 @@ export const MIGRATIONS: readonly Migration[] = [
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
 /**
+ * How long an open may wait for its first answer (upgradeneeded, blocked,
+ * success or error), in ms, before it rejects `blocked`: only an open queued
+ * behind another pending open or delete of the database waits that long
+ * (an open normally answers within milliseconds; a slow upgrade has answered
+ * `upgradeneeded` already).
+ */
+export const OPEN_WAIT_MS = 10_000;
+
+/** An open request issued by {@link openEngineDatabase} and not ended yet. */
+interface PendingOpen {
+  readonly version: number;
+  /** Set once its caller got `blocked` while the request stays pending (IndexedDB queues later opens behind it). */
+  abandoned: boolean;
+  /** Answer its caller with `error` (once; later calls do nothing) and mark it abandoned. */
+  readonly refuse: (error: IndexedDbEngineError) => void;
+}
+
+/**
+ * The pending open requests of {@link openEngineDatabase}, by factory and
+ * database name, in the order they were issued (IndexedDB's order too).
+ */
+const pendingOpens = new WeakMap<IDBFactory, Map<string, PendingOpen[]>>();
+
+/** The pending opens of `name` through `factory` (a live list, created when missing). */
+function pendingOf(factory: IDBFactory, name: string): PendingOpen[] {
+  let byName = pendingOpens.get(factory);
+  if (byName === undefined) pendingOpens.set(factory, (byName = new Map<string, PendingOpen[]>()));
+  let list = byName.get(name);
+  if (list === undefined) byName.set(name, (list = []));
+  return list;
+}
+
+/** Forget `entry` (its request ended). */
+function forgetOpen(factory: IDBFactory, name: string, entry: PendingOpen): void {
+  const byName = pendingOpens.get(factory);
+  const list = byName?.get(name);
+  if (list === undefined) return;
+  const i = list.indexOf(entry);
+  if (i >= 0) list.splice(i, 1);
+  if (list.length === 0) byName!.delete(name);
+}
+
+/** The `blocked` error of an open of `name` at `version` that would queue behind the abandoned open at `ahead`. */
+function behindError(name: string, version: number, ahead: number): IndexedDbEngineError {
+  return new IndexedDbEngineError(
+    "blocked",
+    `opening "${name}" at version ${version} would wait behind an earlier open at version ${ahead} that is still pending (blocked by another connection that has not closed, e.g. another tab with older code, or waiting behind another tab's open); retry once it closed`,
+    { retryable: true },
+  );
+}
+
+/**
  * Open (creating or upgrading) the engine database `name` through `factory`.
  * Resolves with the raw connection; the engine drives raw requests on its hot
  * path (see `./indexeddb-engine.ts`). `migrations` is for tests (a later
- * schema version); the engine always passes {@link MIGRATIONS}.
+ * schema version); the engine always passes {@link MIGRATIONS}. Never hangs
+ * (see the module comment): rejects `blocked` at once when blocked or behind
+ * a blocked open, and after `waitMs` ({@link OPEN_WAIT_MS}) without answer.
  */
-export function openEngineDatabase(factory: IDBFactory, keyRanges: typeof IDBKeyRange, name: string, migrations: readonly Migration[] = MIGRATIONS): Promise<IDBDatabase> {
+export function openEngineDatabase(
+  factory: IDBFactory,
+  keyRanges: typeof IDBKeyRange,
+  name: string,
+  migrations: readonly Migration[] = MIGRATIONS,
+  waitMs: number = OPEN_WAIT_MS,
+): Promise<IDBDatabase> {
   const version = migrations.length;
   return new Promise<IDBDatabase>((resolve, reject) => {
+    const stuck = pendingOpens
+      .get(factory)
+      ?.get(name)
+      ?.find((entry) => entry.abandoned);
+    if (stuck !== undefined) {
+      // A request would only queue behind it: answer now, and issue none.
+      reject(behindError(name, version, stuck.version));
+      return;
+    }
     let request: IDBOpenDBRequest;
     try {
       request = factory.open(name, version);
@@ -165,7 +250,47 @@ export function openEngineDatabase(factory: IDBFactory, keyRanges: typeof IDBKey
       return;
     }
     let settled = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const entry: PendingOpen = {
+      version,
+      abandoned: false,
+      refuse: (error) => {
+        entry.abandoned = true;
+        if (settled) return;
+        settled = true;
+        reject(error);
+      },
+    };
+    pendingOf(factory, name).push(entry);
+    /** Any answer of the request: it is not queued behind another any more. */
+    const answered = (): void => {
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+    };
+    /** The request ended (success or error): later opens go through again. */
+    const ended = (): void => {
+      answered();
+      forgetOpen(factory, name, entry);
+    };
+    /** Answer the caller with `error` while the request stays pending, and the opens queued behind it too. */
+    const abandon = (error: IndexedDbEngineError): void => {
+      if (settled) return;
+      entry.refuse(error);
+      const list = pendingOpens.get(factory)?.get(name) ?? [];
+      for (const later of list.slice(list.indexOf(entry) + 1)) later.refuse(behindError(name, later.version, version));
+    };
+    timer = setTimeout(() => {
+      timer = undefined;
+      abandon(
+        new IndexedDbEngineError(
+          "blocked",
+          `opening "${name}" at version ${version} got no answer within ${waitMs} ms: it waits behind another open or delete of the database (another tab upgrading, blocked by a connection that does not close?); retry later`,
+          { retryable: true },
+        ),
+      );
+    }, waitMs);
     request.onupgradeneeded = (event) => {
+      answered();
       const tx = request.transaction!;
       try {
         for (let step = event.oldVersion; step < version; step++) migrations[step]!(request.result, tx, keyRanges);
@@ -179,9 +304,8 @@ export function openEngineDatabase(factory: IDBFactory, keyRanges: typeof IDBKey
       }
     };
     request.onblocked = (event) => {
-      if (settled) return;
-      settled = true;
-      reject(
+      answered();
+      abandon(
         new IndexedDbEngineError(
           "blocked",
           `opening "${name}" at version ${version} is blocked by another connection at version ${event.oldVersion} (another tab with older code?); close it and retry`,
@@ -190,6 +314,7 @@ export function openEngineDatabase(factory: IDBFactory, keyRanges: typeof IDBKey
       );
     };
     request.onsuccess = () => {
+      ended();
       const db = request.result;
       if (settled) {
         // The caller already got "blocked" (or a migration error): nobody owns this connection.
@@ -200,6 +325,7 @@ export function openEngineDatabase(factory: IDBFactory, keyRanges: typeof IDBKey
       resolve(db);
     };
     request.onerror = (event) => {
+      ended();
       // Handled here: keep the failure from surfacing as an uncaught error event.
       event.preventDefault();
       if (settled) return;
