@@ -106,6 +106,11 @@ export function isAuthFailure(error: unknown): boolean {
   return carries(error, ["unauthorized", "forbidden"], [401, 403]);
 }
 
+/** The sink refused the call as forbidden for these credentials (`forbidden`, HTTP 403): a token without the scope of a namespace in it. */
+export function isForbidden(error: unknown): boolean {
+  return carries(error, ["forbidden"], [403]);
+}
+
 /**
  * Whether a failure of a whole `appendBatch` call is the sink's as a whole
  * rather than any event's: retryable (unavailable, timed out, overloaded) or

@@ -1,0 +1,82 @@
+/**
+ * The forwarder against a worker whose token may append some namespaces only.
+ * The worker refuses a whole `append-batch` with 403 when one event's
+ * namespace is not the token's: the forwarder splits the batch, forwards the
+ * rest, and refuses for good (`rejected`) the event refused alone while
+ * others passed. When every event is refused, nothing tells a revoked scope
+ * from a forbidden namespace, so the batch waits as for any refusal of the
+ * credentials, charged one attempt whatever the wait.
+ */
+import { describe, expect, it } from "vitest";
+import { memoryEngine } from "../../adapters/memory/index.js";
+import { HttpJournal, type FetchLike } from "../../src/http/index.js";
+import { BILLING_GRADE, createJournal, createUsageEvent, newRequestId, parseConsumerId, type Capacity } from "../../src/index.js";
+import { createForwarder } from "../../src/sync/index.js";
+import { virtualClock, virtualScheduler } from "../../src/testing/index.js";
+import { createApp } from "../../src/worker/index.js";
+
+const START = 1_700_000_000_000;
+const CAPACITY: Capacity = { maxEvents: 1_000, maxDeliveryAttempts: 4, retainAcknowledgedMs: 24 * 60 * 60 * 1000, policy: "refuse" };
+const consumer = parseConsumerId("edge");
+const TOKEN = "acme-only-token-0123456789";
+const edgeReader = parseConsumerId("reader");
+
+function setup() {
+  const time = virtualClock(START);
+  const scheduler = virtualScheduler(time);
+  const source = createJournal(memoryEngine(), { name: "local", capacity: CAPACITY, clock: time.clock });
+  const edge = createJournal(memoryEngine(), { name: "usage", capacity: BILLING_GRADE });
+  const app = createApp({ journals: { usage: edge }, auth: { tokens: [{ name: "acme", token: TOKEN, scopes: ["append:acme"] }] } });
+  const fetch: FetchLike = async (url, init) => app.fetch(new Request(url, init));
+  const sink = new HttpJournal({ baseUrl: "http://edge.test", journal: "usage", token: TOKEN, fetch, capacity: BILLING_GRADE, mode: "billing_grade", retry: { attempts: 1 } });
+  let serial = 0;
+  const append = async (namespace: string, subject: string) => {
+    const event = createUsageEvent({ record: { requestId: newRequestId(time.now + serial), namespace, subject, data: { serial: serial++ } }, observedAt: time.now });
+    await source.append(event);
+    return event;
+  };
+  const forwarder = createForwarder({
+    source,
+    consumer,
+    sink,
+    batchSize: 3,
+    leaseMs: 10_000,
+    backoff: { initialMs: 1000, maxMs: 8000, jitter: 0 },
+    clock: time.clock,
+    scheduler,
+    pollIntervalMs: 5000,
+  });
+  const edgeIds = async () => (await edge.claim(edgeReader, { maxEvents: 100, leaseMs: 1000, now: time.now })).map((delivery) => delivery.event.id);
+  return { time, scheduler, source, append, forwarder, edgeIds };
+}
+
+describe("forwarder and a token refused for one namespace", () => {
+  it("forwards the rest of a batch and refuses for good the event the token may not append (the loop does not stop on it)", async () => {
+    const { scheduler, source, append, forwarder, edgeIds } = setup();
+    const allowed = [await append("acme", "a1")];
+    const forbidden = await append("other", "x");
+    allowed.push(await append("acme", "a2"));
+    for (let i = 0; i < 4; i++) allowed.push(await append("acme", `later-${i}`));
+    forwarder.start();
+    for (let i = 0; i < 12; i++) await scheduler.advance(5_000);
+    expect(forwarder.progress).toMatchObject({ forwarded: 6, quarantined: 1 });
+    expect((await edgeIds()).sort()).toEqual(allowed.map((event) => event.id).sort());
+    const quarantined = await source.listQuarantined(consumer, { limit: 10 });
+    expect(quarantined.items.map((item) => [item.event.id, item.reason])).toEqual([[forbidden.id, "rejected"]]);
+    await forwarder.stop();
+  });
+
+  it("holds a batch every event of which is refused: a revoked scope looks the same, and waiting charges one attempt", async () => {
+    const { scheduler, source, append, forwarder, edgeIds } = setup();
+    await append("other", "x");
+    await append("other", "y");
+    forwarder.start();
+    for (let i = 0; i < 60; i++) await scheduler.advance(5_000);
+    expect(forwarder.progress).toMatchObject({ forwarded: 0, quarantined: 0 });
+    expect(await edgeIds()).toEqual([]);
+    expect(await source.stats(consumer)).toMatchObject({ inFlight: 2, quarantined: 0 }); // held, leases kept by the heartbeat
+    await forwarder.stop();
+    const attempts = await source.claim(consumer, { maxEvents: 10, leaseMs: 1000, now: START + 10 * 60_000 });
+    expect(attempts.map((delivery) => delivery.id.attempt)).toEqual([2, 2]); // one attempt spent by the whole wait
+  });
+});
