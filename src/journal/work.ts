@@ -479,6 +479,15 @@ export class Work {
     return false;
   }
 
+  /** Whether some registered consumer holds the event in flight at `now` (not a drop candidate). */
+  private async inFlightAnywhere(position: number, now: number): Promise<boolean> {
+    for (const consumer of (await this.meta()).consumers) {
+      const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
+      if (row !== undefined && inFlightAt(row, now)) return true;
+    }
+    return false;
+  }
+
   // ---- slots: the active event of a (consumer, key) -----------------------------
 
   /**
@@ -575,13 +584,8 @@ export class Work {
     return found;
   }
 
-  /**
-   * Hand the key's turn to its first unfinished event after `done`, or drop
-   * the head row. `heldUntil` (when above 0) is the end of a lease on the
-   * event that left, which the consumer may still be working on: the next
-   * event is not claimable before it (see `makeRoom`).
-   */
-  private async advance(consumer: string, key: UsageEvent["orderingKey"], done: number, now: number | null, heldUntil = 0): Promise<void> {
+  /** Hand the key's turn to its first unfinished event after `done`, or drop the head row. */
+  private async advance(consumer: string, key: UsageEvent["orderingKey"], done: number, now: number | null): Promise<void> {
     const headKey = this.layout.head(consumer, key.namespace, key.subject);
     const next = await this.firstUnfinished(consumer, key, done);
     if (!next) {
@@ -589,19 +593,18 @@ export class Work {
       return;
     }
     this.tx.put(headKey, { active: next.position, done: next.position - 1 } satisfies HeadRow);
-    if (heldUntil > next.row.availableAt) this.activate(consumer, next.position, { ...next.row, availableAt: heldUntil }, now);
-    else this.activate(consumer, next.position, next.row, now, true);
+    this.activate(consumer, next.position, next.row, now, true);
   }
 
   /**
    * An unfinished event left the consumer's backlog (its `u` row is gone or
    * replaced, its slot cleared): if it was its key's active event, pass the turn.
    */
-  private async leftBacklog(consumer: string, event: UsageEvent, position: number, now: number | null, heldUntil = 0): Promise<void> {
+  private async leftBacklog(consumer: string, event: UsageEvent, position: number, now: number | null): Promise<void> {
     const key = event.orderingKey;
     const head = await this.tx.get<HeadRow>(this.layout.head(consumer, key.namespace, key.subject));
     if (!head || head.active !== position) return;
-    await this.advance(consumer, key, head.done, now, heldUntil);
+    await this.advance(consumer, key, head.done, now);
   }
 
   /**
@@ -633,7 +636,7 @@ export class Work {
    * `deferred`, its event row, delivered entry and finished rows are collected
    * there instead, for {@link flushDeletes} to delete with the other events'.
    */
-  async deleteEvent(position: number, now: number | null, deferred?: DeferredDeletes, droppedAt?: number): Promise<void> {
+  async deleteEvent(position: number, now: number | null, deferred?: DeferredDeletes): Promise<void> {
     const event = await this.eventAt(position);
     const { namespace, subject } = event.orderingKey;
     if (deferred) deferred.events.push(position);
@@ -648,12 +651,9 @@ export class Work {
     for (const consumer of meta.consumers) {
       const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
       if (row) {
-        // Dropped while this consumer holds it in flight: it may still be working on it, so its key's next
-        // event waits for the lease to run out (never two events of a key out at once).
-        const heldUntil = droppedAt !== undefined && inFlightAt(row, droppedAt) ? latest(row.history)!.leaseExpiresAt : 0;
         this.dropUnfinished(consumer, position, row);
         await this.clearSlot(consumer, position, row, event.orderingKey);
-        await this.leftBacklog(consumer, event, position, now, heldUntil);
+        await this.leftBacklog(consumer, event, position, now);
       } else {
         // Not unfinished and never quarantined (those are not deleted): finished.
         await this.bump(consumer, { finished: -1 });
@@ -763,10 +763,9 @@ export class Work {
    * Make room for `needed` more events before an append at `now`, or refuse
    * it having deleted nothing. Delivered events go first (in `x` order:
    * observed first, then appended first), then, under `drop_oldest`, drop
-   * candidates (in `o` order: oldest position first), in flight or not, each
-   * drop counted in `dropped`. A consumer holding a dropped event in flight
-   * at `now` may still be working on it: its key's next event is not
-   * claimable before that lease would have run out (see `deleteEvent`).
+   * candidates (in `o` order: oldest position first) that no consumer holds
+   * in flight at `now` (its consumer is working on it: dropping it would let
+   * its key's next event go out beside it), each drop counted in `dropped`.
    *
    * Whether enough can go is decided before anything is deleted: a refusal
    * returns (it does not throw), so the caller may go on in the same
@@ -782,7 +781,15 @@ export class Work {
     if (delivered.length < needed && this.capacity.policy === "drop_oldest") {
       // Building the index writes only rows every later drop_oldest journal keeps anyway: no trace of a refusal.
       if (!(await this.openIndexed())) await this.buildOpenIndex();
-      open.push(...(await this.tx.scan({ prefix: this.layout.openAll() }, { limit: needed - delivered.length })));
+      const wanted = needed - delivered.length;
+      await this.walk(
+        { prefix: this.layout.openAll() },
+        async (entry) => {
+          if (!(await this.inFlightAnywhere(lastPart(entry.key), now))) open.push(entry);
+          return open.length < wanted;
+        },
+        wanted,
+      );
     }
     if (delivered.length + open.length < needed) {
       // What the journal would retain had it given up all it could: none of it delivered, none of it droppable.
@@ -790,7 +797,7 @@ export class Work {
     }
     // The two sets do not meet (`o` holds no delivered event), and deleting an event adds no entry to either.
     for (const entry of delivered) await this.deleteEvent(lastPart(entry.key), null);
-    for (const entry of open) await this.deleteEvent(lastPart(entry.key), null, undefined, now);
+    for (const entry of open) await this.deleteEvent(lastPart(entry.key), null);
     if (open.length > 0) this.setMeta({ dropped: (await this.meta()).dropped + open.length });
     return null;
   }

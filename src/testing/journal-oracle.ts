@@ -345,30 +345,15 @@ export class JournalOracle implements UsageJournal {
       return;
     }
     if (this.capacity.policy === "refuse") throw new AtCapacityError(this.state.events.length, this.capacity);
-    // The oldest unacknowledged event that is not quarantined (evidence), in flight or not.
-    const droppable = this.state.events.find((stored) => !this.isQuarantinedByAnyone(stored.position));
-    if (droppable === undefined) throw new AtCapacityError(this.state.events.length, this.capacity);
-    // A consumer holding it in flight is still working on it: its key's next event waits until that
-    // lease would have run out, so the key never has two events out at once.
+    // Neither quarantined (evidence) nor in flight for anyone (its consumer is working on it: dropping
+    // it would let the key's next event go out beside it, two in flight for one key).
     const now = this.clock();
-    const holds: [ConsumerId, number][] = [];
-    for (const consumer of this.state.consumers) {
-      const status = this.statusOf(consumer, droppable.position);
-      if (isInFlight(status, now)) holds.push([consumer, latestAttempt(status)!.leaseExpiresAt]);
-    }
+    const droppable = this.state.events.find(
+      (stored) => !this.isQuarantinedByAnyone(stored.position) && !this.state.consumers.some((c) => isInFlight(this.statusOf(c, stored.position), now)),
+    );
+    if (droppable === undefined) throw new AtCapacityError(this.state.events.length, this.capacity);
     this.deleteEvent(droppable.position);
     this.state.dropped += 1;
-    const key = droppable.event.orderingKey;
-    for (const [consumer, until] of holds) {
-      const next = this.state.events.find(
-        (stored) =>
-          stored.event.orderingKey.namespace === key.namespace && stored.event.orderingKey.subject === key.subject && this.statusOf(consumer, stored.position).state === "unfinished",
-      );
-      if (next !== undefined) {
-        const status = this.statusOf(consumer, next.position);
-        status.availableAt = Math.max(status.availableAt, until);
-      }
-    }
   }
 
   // ----------------------------------------------------------------- claim

@@ -54,7 +54,7 @@ const PER_PARTITION_BY_DESIGN: Record<string, string> = {
   "drop_oldest drops the oldest unacknowledged event and counts dropped": "capacity and positions are per partition",
   "drop_oldest drops the event waiting longest in the journal (appended first), whatever its observedAt": "capacity and positions are per partition",
   "drop_oldest never drops a quarantined event; an all-poison journal refuses": "capacity and positions are per partition",
-  "drop_oldest drops the oldest event even in flight; its key's next event waits until that lease would have run out": "capacity and positions are per partition",
+  "drop_oldest never drops an event in flight: its key's next event would go out beside it": "capacity and positions are per partition",
   "prune with a limit forgets the events observed first": "prune visits partitions in turn",
   "appending and claiming prune at most 8 finished events on the way, once per batch": "opportunistic pruning is per partition",
   "a new consumer sees the whole retained backlog as its own depth": "claim order across partitions is by observedAt",
