@@ -24,12 +24,12 @@
  *   attempt budget turns a poison batch into `attempts_exhausted` without
  *   guessing here. A batch too large for the sink (`payload_too_large`) is
  *   split in halves until each part passes; a single event too large on its
- *   own is refused for good (`rejected`). A batch refused as `forbidden` (the
- *   worker refuses a whole batch for one event's namespace) is split the same
- *   way; an event refused alone while the sink took others of the batch is
- *   refused for good (`rejected`: the token may not append its namespace),
- *   and when the sink took none, they wait as for any refusal of the
- *   credentials.
+ *   own is refused for good (`rejected`). A batch refused as
+ *   `forbidden_namespace` (the worker refuses a whole batch for one event's
+ *   namespace the token may not append to) is split the same way, and the
+ *   event refused alone is refused for good (`rejected`); a refusal of the
+ *   credentials themselves (401, or 403 `forbidden`: no append scope at all)
+ *   is waited out.
  * - The sink may have stored part of a failed call: the replay finds it as
  *   `already_present` (the sink is idempotent on request ids).
  * - While the sink has not answered, a heartbeat extends the leases every
@@ -57,7 +57,7 @@ import type { AbortSignalLike } from "../storage/options.js";
 import { newAbortController } from "../storage/web.js";
 import type { Scheduler } from "../storage/leaser.js";
 import type { BackoffPolicy } from "./backoff.js";
-import { describeError, isForbidden, isPayloadTooLarge, isRetryable, isSinkWide, SinkProtocolError, SinkTimeoutError } from "./errors.js";
+import { describeError, isForbiddenNamespace, isPayloadTooLarge, isRetryable, isSinkWide, SinkProtocolError, SinkTimeoutError } from "./errors.js";
 
 /**
  * What the forwarder writes to: anything with the journal's `appendBatch` (a
@@ -208,7 +208,7 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
   const heartbeat = startHeartbeat(context, deliveries);
   try {
     for (;;) {
-      const outcomes = forbiddenAlone(await send(context, outstanding));
+      const outcomes = await send(context, outstanding);
       await heartbeat.pause();
       const again = await settle(context, outstanding, outcomes, tally, hold !== null && hold.active());
       if (again.length === 0 || hold === null) break;
@@ -254,9 +254,10 @@ async function send(context: BatchContext, deliveries: readonly Delivery[]): Pro
     }
   } catch (error) {
     context.report({ phase: "append", error, requestIds: deliveries.map((delivery) => delivery.id.event) });
-    if (isPayloadTooLarge(error) || (isForbidden(error) && deliveries.length > 1)) {
-      // Too large, or forbidden (a token refused for one event's namespace refuses the whole call): halves
-      // until each part passes, so the other events are not held back with it.
+    if (isPayloadTooLarge(error) || isForbiddenNamespace(error)) {
+      // Too large, or a namespace the credentials may not append (the worker refuses the whole call for one
+      // event's): halves until each part passes, so the other events are not held back with it, and the
+      // event refused alone is refused for good.
       if (deliveries.length === 1) return [{ kind: "refused", error }];
       const half = Math.ceil(deliveries.length / 2);
       return [...(await send(context, deliveries.slice(0, half))), ...(await send(context, deliveries.slice(half)))];
@@ -271,19 +272,6 @@ async function send(context: BatchContext, deliveries: readonly Delivery[]): Pro
     context.report({ phase: "append", error, requestIds: [delivery.id.event] });
     return isRetryable(error) ? { kind: "again", error } : { kind: "refused", error };
   });
-}
-
-/**
- * An event the sink refused as forbidden while it took others of the same
- * send is refused for good: the credentials work, and what they may not do is
- * append this event's namespace. Held back as a credentials outage instead,
- * it would stop the loop for good, since a held batch is all it forwards.
- * When every event was refused, nothing tells a revoked scope from a
- * forbidden namespace: they wait, as for any refusal of the credentials.
- */
-function forbiddenAlone(outcomes: readonly Outcome[]): Outcome[] {
-  if (!outcomes.some((outcome) => outcome.kind === "held")) return [...outcomes];
-  return outcomes.map((outcome) => (outcome.kind === "again" && isForbidden(outcome.error) ? { kind: "refused", error: outcome.error } : outcome));
 }
 
 /**

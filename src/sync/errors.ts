@@ -106,9 +106,13 @@ export function isAuthFailure(error: unknown): boolean {
   return carries(error, ["unauthorized", "forbidden"], [401, 403]);
 }
 
-/** The sink refused the call as forbidden for these credentials (`forbidden`, HTTP 403): a token without the scope of a namespace in it. */
-export function isForbidden(error: unknown): boolean {
-  return carries(error, ["forbidden"], [403]);
+/**
+ * The sink refused the call because the credentials may not append the
+ * namespace of an event in it (`forbidden_namespace`, a 403 of the worker):
+ * they work, and that event is not theirs to send.
+ */
+export function isForbiddenNamespace(error: unknown): boolean {
+  return carries(error, ["forbidden_namespace"], []);
 }
 
 /**

@@ -193,6 +193,16 @@ function describeIssues(issues: readonly { path: readonly PropertyKey[]; message
 }
 
 /**
+ * The refusal of an append to a namespace the token may not append to: 403
+ * `forbidden_namespace`, not `forbidden`, so a client tells it from a token
+ * with no append scope at all (a forwarder refuses that one event for good,
+ * and holds its batch through a refusal of the credentials).
+ */
+function forbiddenNamespace(namespace: string): ApiError {
+  return new ApiError("forbidden_namespace", `this token may not append to namespace \`${namespace}\``);
+}
+
+/**
  * Build the HTTP API over the given journals.
  *
  * @example
@@ -444,7 +454,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       const { event } = c.req.valid("json");
       const entry = journalOf(c, journal);
       const principal = c.get("principal");
-      if (!mayAppend(principal, event.record.namespace)) throw new ApiError("forbidden", `this token may not append to namespace \`${event.record.namespace}\``);
+      if (!mayAppend(principal, event.record.namespace)) throw forbiddenNamespace(event.record.namespace);
       const result = await entry.journal.append(createUsageEvent(event as Parameters<typeof createUsageEvent>[0]));
       return c.json({ result } as never, 200);
     },
@@ -457,7 +467,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       path: "/v1/journals/{journal}/append-batch",
       summary: "Append up to 1000 events; one result per event, in order",
       description:
-        "The journal checks each event (request id, ordering key, data, observedAt): an invalid one is `rejected` in place with the journal's error, as a local `appendBatch` would, and the rest are appended. The token must be allowed to append the namespace of every valid event, else nothing is appended (403).",
+        "The journal checks each event (request id, ordering key, data, observedAt): an invalid one is `rejected` in place with the journal's error, as a local `appendBatch` would, and the rest are appended. The token must be allowed to append the namespace of every valid event, else nothing is appended (403 `forbidden_namespace`).",
       security,
       middleware: appender,
       request: { params: s.JournalParamsSchema, ...body(s.AppendBatchBodySchema) },
@@ -478,7 +488,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
         }
       });
       for (const event of built) {
-        if (event !== null && !mayAppend(principal, event.record.namespace)) throw new ApiError("forbidden", `this token may not append to namespace \`${event.record.namespace}\``);
+        if (event !== null && !mayAppend(principal, event.record.namespace)) throw forbiddenNamespace(event.record.namespace);
       }
       const results = await entry.journal.appendBatch(built.map((event, index) => event ?? (events[index] as never)));
       return c.json({ results: encodeBatch(results) } as never, 200);

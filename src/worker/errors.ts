@@ -21,6 +21,7 @@ export type ApiErrorCode =
   | "invalid_json"
   | "unauthorized"
   | "forbidden"
+  | "forbidden_namespace"
   | "not_found"
   | "unknown_journal"
   | "unknown_store"
@@ -65,6 +66,7 @@ export const STATUS_OF: Readonly<Record<JournalErrorCode | StorageErrorCode | Ap
   ordered_value_too_large: 400,
   unauthorized: 401,
   forbidden: 403,
+  forbidden_namespace: 403,
   not_found: 404,
   unknown_journal: 404,
   not_outstanding: 404,

@@ -190,7 +190,7 @@ describe("HttpJournal: batched appends", () => {
     expect(outcomes(settled)).toEqual(["accepted", 403, "accepted"]);
     const refused = (settled[1] as PromiseRejectedResult).reason as JournalError;
     expect(refused).toBeInstanceOf(BackendError);
-    expect(refused.cause).toMatchObject({ status: 403, code: "forbidden" });
+    expect(refused.cause).toMatchObject({ status: 403, code: "forbidden_namespace" });
     expect((await journal.stats(billing)).pending).toBe(2);
   });
 

@@ -1,11 +1,11 @@
 /**
  * The forwarder against a worker whose token may append some namespaces only.
- * The worker refuses a whole `append-batch` with 403 when one event's
- * namespace is not the token's: the forwarder splits the batch, forwards the
- * rest, and refuses for good (`rejected`) the event refused alone while
- * others passed. When every event is refused, nothing tells a revoked scope
- * from a forbidden namespace, so the batch waits as for any refusal of the
- * credentials, charged one attempt whatever the wait.
+ * The worker refuses a whole `append-batch` with 403 `forbidden_namespace`
+ * when one event's namespace is not the token's: the forwarder splits the
+ * batch, forwards the rest, and refuses for good (`rejected`) the event
+ * refused alone. A token that may not append at all (403 `forbidden`) is a
+ * refusal of the credentials: the batch waits, charged one attempt whatever
+ * the wait.
  */
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
@@ -21,12 +21,12 @@ const consumer = parseConsumerId("edge");
 const TOKEN = "acme-only-token-0123456789";
 const edgeReader = parseConsumerId("reader");
 
-function setup() {
+function setup(scopes: string[] = ["append:acme"]) {
   const time = virtualClock(START);
   const scheduler = virtualScheduler(time);
   const source = createJournal(memoryEngine(), { name: "local", capacity: CAPACITY, clock: time.clock });
   const edge = createJournal(memoryEngine(), { name: "usage", capacity: BILLING_GRADE });
-  const app = createApp({ journals: { usage: edge }, auth: { tokens: [{ name: "acme", token: TOKEN, scopes: ["append:acme"] }] } });
+  const app = createApp({ journals: { usage: edge }, auth: { tokens: [{ name: "acme", token: TOKEN, scopes }] } });
   const fetch: FetchLike = async (url, init) => app.fetch(new Request(url, init));
   const sink = new HttpJournal({ baseUrl: "http://edge.test", journal: "usage", token: TOKEN, fetch, capacity: BILLING_GRADE, mode: "billing_grade", retry: { attempts: 1 } });
   let serial = 0;
@@ -66,13 +66,28 @@ describe("forwarder and a token refused for one namespace", () => {
     await forwarder.stop();
   });
 
-  it("holds a batch every event of which is refused: a revoked scope looks the same, and waiting charges one attempt", async () => {
+  it("refuses for good a forbidden event claimed alone, and forwards what comes after it", async () => {
     const { scheduler, source, append, forwarder, edgeIds } = setup();
-    await append("other", "x");
-    await append("other", "y");
+    const forbidden = await append("other", "x");
+    forwarder.start();
+    await scheduler.advance(5_000);
+    const later = [];
+    for (let i = 0; i < 5; i++) later.push(await append("acme", `later-${i}`));
+    for (let i = 0; i < 12; i++) await scheduler.advance(5_000);
+    expect(forwarder.progress).toMatchObject({ forwarded: 5, quarantined: 1 });
+    expect((await edgeIds()).sort()).toEqual(later.map((event) => event.id).sort());
+    expect((await source.listQuarantined(consumer, { limit: 10 })).items.map((item) => [item.event.id, item.reason])).toEqual([[forbidden.id, "rejected"]]);
+    await forwarder.stop();
+  });
+
+  it("holds its batch when the token may not append at all (403 forbidden): waiting charges one attempt", async () => {
+    const { scheduler, source, append, forwarder, edgeIds } = setup(["operate"]);
+    await append("acme", "a1");
+    await append("acme", "a2");
     forwarder.start();
     for (let i = 0; i < 60; i++) await scheduler.advance(5_000);
     expect(forwarder.progress).toMatchObject({ forwarded: 0, quarantined: 0 });
+    expect(forwarder.progress.lastError).toMatchObject({ code: "backend" });
     expect(await edgeIds()).toEqual([]);
     expect(await source.stats(consumer)).toMatchObject({ inFlight: 2, quarantined: 0 }); // held, leases kept by the heartbeat
     await forwarder.stop();

@@ -87,7 +87,7 @@ describe("auth and scopes", () => {
     const { call, journal } = setup();
     expect((await call("POST", "/v1/journals/usage/append", { token: ACME, body: { event: event(1, "acme") } })).status).toBe(200);
     const refused = await call("POST", "/v1/journals/usage/append", { token: ACME, body: { event: event(2, "globex") } });
-    expect([refused.status, refused.json.error?.code]).toEqual([403, "forbidden"]);
+    expect([refused.status, refused.json.error?.code]).toEqual([403, "forbidden_namespace"]);
     const batch = await call("POST", "/v1/journals/usage/append-batch", { token: ACME, body: { events: [event(3, "acme"), event(4, "globex")] } });
     expect(batch.status).toBe(403);
     expect((await journal.stats(billing)).pending).toBe(1);

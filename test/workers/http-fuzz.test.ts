@@ -67,6 +67,7 @@ const DOCUMENTED_4XX = new Set([
   "invalid_argument",
   "unauthorized",
   "forbidden",
+  "forbidden_namespace",
   "not_found",
   "unknown_journal",
   "not_outstanding",
@@ -517,7 +518,13 @@ function mutations(t: Template): fc.Arbitrary<Probe> {
   if (t.lacking.length > 0) {
     add(
       4,
-      fc.constantFrom(...t.lacking).map((token) => ({ ...base, label: `${t.name} token ${token} lacks the scope`, headers: { ...base.headers, authorization: bearer(token) }, expect: ["forbidden"] })),
+      fc.constantFrom(...t.lacking).map((token) => ({
+        ...base,
+        label: `${t.name} token ${token} lacks the scope`,
+        headers: { ...base.headers, authorization: bearer(token) },
+        // A token with append scopes of other namespaces is refused for the namespace (forbidden_namespace).
+        expect: token === "appendAcme" ? ["forbidden", "forbidden_namespace"] : ["forbidden"],
+      })),
     );
   }
 
