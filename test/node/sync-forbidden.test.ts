@@ -13,7 +13,7 @@ import { HttpJournal, type FetchLike } from "../../src/http/index.js";
 import { BILLING_GRADE, createJournal, createUsageEvent, newRequestId, parseConsumerId, type Capacity } from "../../src/index.js";
 import { createForwarder } from "../../src/sync/index.js";
 import { virtualClock, virtualScheduler } from "../../src/testing/index.js";
-import { createApp } from "../../src/worker/index.js";
+import { createApp, type Scope } from "../../src/worker/index.js";
 
 const START = 1_700_000_000_000;
 const CAPACITY: Capacity = { maxEvents: 1_000, maxDeliveryAttempts: 4, retainAcknowledgedMs: 24 * 60 * 60 * 1000, policy: "refuse" };
@@ -21,7 +21,7 @@ const consumer = parseConsumerId("edge");
 const TOKEN = "acme-only-token-0123456789";
 const edgeReader = parseConsumerId("reader");
 
-function setup(scopes: string[] = ["append:acme"]) {
+function setup(scopes: Scope[] = ["append:acme"]) {
   const time = virtualClock(START);
   const scheduler = virtualScheduler(time);
   const source = createJournal(memoryEngine(), { name: "local", capacity: CAPACITY, clock: time.clock });
