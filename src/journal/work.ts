@@ -761,7 +761,9 @@ export class Work {
 
   /**
    * Make room for `needed` more events before an append at `now`, or refuse
-   * it having deleted nothing. Delivered events go first (in `x` order:
+   * it having deleted nothing. `spared`: a stored event the caller counts as
+   * gone already (it deletes it once the append is accepted), so not one to
+   * reclaim. Delivered events go first (in `x` order:
    * observed first, then appended first), then, under `drop_oldest`, drop
    * candidates (in `o` order: oldest position first) that no consumer holds
    * in flight at `now` (its consumer is working on it: dropping it would let
@@ -775,8 +777,10 @@ export class Work {
    * larger one); each scan reads at most what is needed, so a full journal
    * reads as before: one entry.
    */
-  private async makeRoom(needed: number, now: number): Promise<AtCapacityError | null> {
-    const delivered = await this.tx.scan({ prefix: this.layout.deliveredAll() }, { limit: needed });
+  private async makeRoom(needed: number, now: number, spared?: number): Promise<AtCapacityError | null> {
+    // `spared` (an event the caller deletes itself, counted as gone) is never one of the reclaimed.
+    const candidates = await this.tx.scan({ prefix: this.layout.deliveredAll() }, { limit: needed + (spared === undefined ? 0 : 1) });
+    const delivered = candidates.filter((entry) => lastPart(entry.key) !== spared).slice(0, needed);
     const open: Entry[] = [];
     if (delivered.length < needed && this.capacity.policy === "drop_oldest") {
       // Building the index writes only rows every later drop_oldest journal keeps anyway: no trace of a refusal.
@@ -793,7 +797,7 @@ export class Work {
     }
     if (delivered.length + open.length < needed) {
       // What the journal would retain had it given up all it could: none of it delivered, none of it droppable.
-      return new AtCapacityError((await this.meta()).stored - delivered.length - open.length, this.capacity);
+      return new AtCapacityError((await this.meta()).stored - (spared === undefined ? 0 : 1) - delivered.length - open.length, this.capacity);
     }
     // The two sets do not meet (`o` holds no delivered event), and deleting an event adds no entry to either.
     for (const entry of delivered) await this.deleteEvent(lastPart(entry.key), null);
@@ -813,13 +817,15 @@ export class Work {
         if (!isSameFact(stored, event)) return new EventConflictError(event.id);
         return { status: "already_present", position: known };
       }
-      await this.deleteEvent(known, now);
     }
-    const stored = (await this.meta()).stored;
+    // The forgotten event's room counts as free, but it goes only once the append is sure to be accepted:
+    // a refused append changes nothing, also inside an appendBatch that commits the others.
+    const stored = (await this.meta()).stored - (known === undefined ? 0 : 1);
     if (stored >= this.capacity.maxEvents) {
-      const refused = await this.makeRoom(stored - this.capacity.maxEvents + 1, now);
+      const refused = await this.makeRoom(stored - this.capacity.maxEvents + 1, now, known);
       if (refused) return refused;
     }
+    if (known !== undefined) await this.deleteEvent(known, now);
     const meta = await this.meta();
     const position = meta.next;
     const { namespace, subject } = event.orderingKey;

@@ -897,6 +897,31 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     );
   }
 
+  if (options.canChangeCapacity === true) {
+    example(
+      "a refused append of an event past its window leaves that stored event in place (reopened with less room)",
+      { maxEvents: 20, retainAcknowledgedMs: 1000 },
+      async ({ journal, time, t0, subject, capacity }) => {
+        const reopen = subject.reopen;
+        if (reopen === undefined) throw new Error("canChangeCapacity is set but the subject has no reopen()");
+        for (let n = 1; n <= 10; n++) await journal.append(usage(n, `user-${n}`, t0));
+        for (const each of await journal.claim(billing, lease(time, 1000, 20))) await journal.ack(each.id);
+        for (let n = 11; n <= 14; n++) await journal.append(usage(n, `user-${n}`, t0 + 60_000)); // unfinished, inside any window
+        time.advance(1000); // events 1-10 are past their window: prunable, and their ids forgotten
+        const refusing: Capacity = { ...capacity, maxEvents: 2 };
+        const small = await reopen({ capacity: refusing });
+        // The batch's pruning takes events 1-8 (and stays). Six stored, room for two: forgetting event 10 and
+        // reclaiming event 9 leaves four unfinished.
+        expectEqual(await small.appendBatch([usage(10, "user-10", t0)]), [{ status: "rejected", error: atCapacity(4, refusing) }], "refused in a batch");
+        expectEqual((await small.attempts(billing, rid(10))).length, 1, "event 10 is still stored: the refused append changed nothing");
+        expectEqual((await small.attempts(billing, rid(9))).length, 1, "and nothing was reclaimed for it");
+        expectEqual(await small.attempts(billing, rid(8)), [], "the batch's own pruning stays");
+        await expectRejects(() => small.append(usage(10, "user-10", t0)), atCapacity(4, refusing), "refused alone");
+        expectEqual((await small.attempts(billing, rid(10))).length, 1, "event 10 is still stored");
+      },
+    );
+  }
+
   // --------------------------------------------------------- retention
 
   example(
