@@ -182,16 +182,23 @@ function waitsOut(error: unknown): boolean {
 
 /**
  * Status, headers and body of the answer to a thrown error. A server fault is
- * logged and answered without its message or its cause's text.
+ * logged and answered without its message; no answer carries the text of an
+ * error's cause (an `ambiguous` outcome's lost reply, say): it is logged with
+ * an id the answer names.
  */
 export function errorAnswer(error: unknown): { status: number; headers: Record<string, string>; body: ErrorBody } {
   const answer = typedAnswer(error);
-  if (!isServerFault(error)) return answer;
+  // The underlying error's text (`fields.cause`: an engine's or the network's message, SQL, paths) is the
+  // server's internals whatever the error: it goes to the log, never into an answer.
+  const { cause, ...fields } = answer.body.error.fields ?? {};
+  const redacted = cause === undefined ? answer.body.error : { ...answer.body.error, fields };
   const what = error instanceof StorageError ? "the store's storage" : error instanceof JournalError ? "the journal's storage" : "the request";
-  // The underlying error's text (`fields.cause`) is the same internals as the message: it stays in the log too.
-  const { cause: _cause, ...fields } = answer.body.error.fields ?? {};
-  const redacted = answer.body.error.fields === undefined ? answer.body.error : { ...answer.body.error, fields };
-  return { ...answer, body: { error: { ...redacted, message: reportServerFault(error, what) } } };
+  if (isServerFault(error)) return { ...answer, body: { error: { ...redacted, message: reportServerFault(error, what) } } };
+  if (cause === undefined) return answer;
+  // A typed answer whose cause was kept back (an `ambiguous` outcome, say): its own message stays, with where the cause is.
+  const id = failureId();
+  console.error(`isostore worker: ${what} answered ${answer.body.error.code} [${id}]:`, error);
+  return { ...answer, body: { error: { ...redacted, message: `${answer.body.error.message} (its cause is in the worker's log, error ${id})` } } };
 }
 
 function typedAnswer(error: unknown): { status: number; headers: Record<string, string>; body: ErrorBody } {

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { backendError } from "../../adapters/durable-objects/errors.js";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { BackendError, createJournal, createUsageEvent, type UsageJournal } from "../../src/index.js";
-import { StorageBackendError } from "../../src/storage/errors.js";
+import { AmbiguousError, AppendVerifyError, StorageBackendError } from "../../src/storage/errors.js";
 import { errorAnswer } from "../../src/worker/errors.js";
 import { createApp } from "../../src/worker/index.js";
 
@@ -73,6 +73,25 @@ describe("server faults over HTTP", () => {
       expect(JSON.stringify(answer.body)).not.toContain("/srv/");
     }
     expect(errorAnswer(new StorageBackendError("kv.get", new Error(SECRET))).body.error).toMatchObject({ code: "backend", fields: { operation: "kv.get" } });
+  });
+
+  it("no typed answer carries its cause's text either: an ambiguous outcome keeps its message and fields, the cause goes to the log", () => {
+    const logged: unknown[][] = [];
+    vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => {
+      logged.push(args);
+    });
+    for (const [error, status, code] of [
+      [new AmbiguousError("orders", 3, Object.assign(new Error(SECRET), { retryable: true })), 504, "ambiguous"],
+      [new AppendVerifyError("orders", 4, new Error(SECRET)), 504, "append_verify_failed"],
+    ] as const) {
+      const answer = errorAnswer(error);
+      expect([answer.status, answer.body.error.code]).toEqual([status, code]);
+      expect(JSON.stringify(answer.body)).not.toContain("SQLITE");
+      expect(answer.body.error.fields).toMatchObject({ name: "orders" });
+      const id = /error ([0-9a-f]{8})\)$/.exec(answer.body.error.message)?.[1];
+      expect(String(logged.at(-1)?.[0])).toContain(`[${id!}]`);
+    }
+    expect(errorAnswer(new AmbiguousError("orders", 3, Object.assign(new Error(SECRET), { retryable: true }))).body.error.fields).toMatchObject({ retryable: true });
   });
 
   it("an overloaded Durable Object or a full one is a 503 with Retry-After, retryable (waited out), not a 500 (the request's fault)", async () => {
