@@ -22,7 +22,10 @@
  *   first appends again, at once, up to three tries in all: the append is
  *   idempotent, and a try that answers settles it and the request is served
  *   (an `already_present` after a failed try counts as this request's own
- *   commit). Only when every try fails is the request refused, and the answer
+ *   commit: nothing tells it from an earlier request's, so a replay of an id
+ *   already served that meets a failed try is served again, billed once; the
+ *   middleware would rather serve a request twice than bill one it never
+ *   served). Only when every try fails is the request refused, and the answer
  *   says the journal did not confirm the usage rather than that nothing was
  *   journaled: if the first try had in fact committed, a retry with the same
  *   id is a `duplicate_request` (billed, not served), the one window left,
@@ -30,8 +33,8 @@
  *   409 for a `conflict` (the same request id with other usage: a bug, never
  *   a retry); 400 for usage that is not a valid event;
  *   500 for a failure a retry will not fix. A request whose id was already
- *   served and billed (the journal answers `already_present`) is not served
- *   again: 409 `duplicate_request`. The handler ran, but its answer is
+ *   served and billed (the journal answers `already_present` on the first
+ *   try) is not served again: 409 `duplicate_request`. The handler ran, but its answer is
  *   dropped, because the usage was billed once and a caller could otherwise
  *   send one id forever and be served every time, billed once. A retry whose
  *   first answer was lost learns that it was served and billed; for another
