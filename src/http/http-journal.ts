@@ -151,7 +151,9 @@ export interface HttpJournalOptions {
    * answer (default 30 000 ms; `0` for none). A try that takes longer is
    * aborted and fails with a retryable `BackendError` whose `cause` is named
    * `TimeoutFailure`; like a network failure, it is retried for idempotent
-   * calls only, since the server may have acted on it.
+   * calls only, since the server may have acted on it. Batched appends go
+   * out one request after another (for call order), so with `0` a request
+   * that never answers also holds every later `append` of this client.
    */
   readonly timeoutMs?: number;
   /** `false` sends every append on its own. */
