@@ -24,7 +24,7 @@
  * | `p, consumer, observedAt, pos` | 0 | the same unfinished events by when they were observed (the oldest pending for stats) |
  * | `f, consumer, pos` | {@link FinishedRow} | acked or discarded |
  * | `q, consumer, pos` | {@link QuarantineRow} | quarantined |
- * | `h, consumer, ns, subject` | {@link HeadRow} | the active event of a key |
+ * | `h, consumer, ns, subject` | {@link HeadRow} | the active event of a key (and drop_oldest's hold on it) |
  * | `r, consumer, pos` | 0 | active and claimable |
  * | `l, consumer, until, pos` | 0 | active and leased until `until` |
  * | `w, consumer, until, pos` | 0 | active and waiting (nack) until `until` |
@@ -141,10 +141,21 @@ export interface QuarantineRow {
 }
 
 export interface HeadRow {
-  /** Position of the key's active event. */
+  /**
+   * Position of the key's active event; 0 when the key has no unfinished
+   * event and the row is kept only for `heldUntil`.
+   */
   readonly active: number;
   /** Every event of the key at or below this position is finished for the consumer. */
   readonly done: number;
+  /**
+   * No event of the key is claimable by the consumer before this time:
+   * drop_oldest dropped an event the consumer held in flight, and it may
+   * still be working on it until that lease's end. An event that becomes the
+   * key's active one while it runs waits (its `availableAt`). Absent when
+   * there is none, or once it has passed when the row is written.
+   */
+  readonly heldUntil?: number;
 }
 
 /** Larger than any position or time: the open end of a numeric key range. */

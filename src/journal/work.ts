@@ -100,6 +100,17 @@ export function inFlightAt(row: UnfinishedRow, now: number): boolean {
 }
 
 
+/** drop_oldest's hold on a key (`HeadRow.heldUntil`) while it runs at `now` (null: unknown, kept); else 0. */
+function holdOf(head: HeadRow | undefined, now: number | null): number {
+  const until = head?.heldUntil;
+  return until !== undefined && (now === null || until > now) ? until : 0;
+}
+
+/** A head row, with `hold` when there is one. */
+function headRow(active: number, done: number, hold: number): HeadRow {
+  return hold > 0 ? { active, done, heldUntil: hold } : { active, done };
+}
+
 export class Work {
   private metaRow: MetaRow | undefined;
   private metaDirty = false;
@@ -479,15 +490,6 @@ export class Work {
     return false;
   }
 
-  /** Whether some registered consumer holds the event in flight at `now` (not a drop candidate). */
-  private async inFlightAnywhere(position: number, now: number): Promise<boolean> {
-    for (const consumer of (await this.meta()).consumers) {
-      const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
-      if (row !== undefined && inFlightAt(row, now)) return true;
-    }
-    return false;
-  }
-
   // ---- slots: the active event of a (consumer, key) -----------------------------
 
   /**
@@ -584,27 +586,34 @@ export class Work {
     return found;
   }
 
-  /** Hand the key's turn to its first unfinished event after `done`, or drop the head row. */
-  private async advance(consumer: string, key: UsageEvent["orderingKey"], done: number, now: number | null): Promise<void> {
+  /**
+   * Hand the key's turn to its first unfinished event after `done`, or drop
+   * the head row. `hold`: drop_oldest's hold on the key (see
+   * `HeadRow.heldUntil`; 0 for none), kept in the head row while it runs
+   * (also with no event left) and waited out by the event that takes the turn.
+   */
+  private async advance(consumer: string, key: UsageEvent["orderingKey"], done: number, now: number | null, hold = 0): Promise<void> {
     const headKey = this.layout.head(consumer, key.namespace, key.subject);
     const next = await this.firstUnfinished(consumer, key, done);
     if (!next) {
-      this.tx.delete(headKey);
+      if (hold > 0) this.tx.put(headKey, headRow(0, done, hold));
+      else this.tx.delete(headKey);
       return;
     }
-    this.tx.put(headKey, { active: next.position, done: next.position - 1 } satisfies HeadRow);
-    this.activate(consumer, next.position, next.row, now, true);
+    this.tx.put(headKey, headRow(next.position, next.position - 1, hold));
+    if (hold > next.row.availableAt) this.activate(consumer, next.position, { ...next.row, availableAt: hold }, now);
+    else this.activate(consumer, next.position, next.row, now, true);
   }
 
   /**
    * An unfinished event left the consumer's backlog (its `u` row is gone or
    * replaced, its slot cleared): if it was its key's active event, pass the turn.
    */
-  private async leftBacklog(consumer: string, event: UsageEvent, position: number, now: number | null): Promise<void> {
+  private async leftBacklog(consumer: string, event: UsageEvent, position: number, now: number | null, hold = 0): Promise<void> {
     const key = event.orderingKey;
     const head = await this.tx.get<HeadRow>(this.layout.head(consumer, key.namespace, key.subject));
     if (!head || head.active !== position) return;
-    await this.advance(consumer, key, head.done, now);
+    await this.advance(consumer, key, head.done, now, Math.max(hold, holdOf(head, now)));
   }
 
   /**
@@ -620,9 +629,11 @@ export class Work {
     if (head && head.done < position - 1) {
       const first = await this.firstUnfinished(consumer, key, head.done);
       if (first && first.position < position) {
+        const hold = holdOf(head, now);
         this.tx.put(this.layout.unfinished(consumer, position), { ...row, slot: Slot.None });
-        this.tx.put(headKey, { active: first.position, done: first.position - 1 } satisfies HeadRow);
-        this.activate(consumer, first.position, first.row, now, true);
+        this.tx.put(headKey, headRow(first.position, first.position - 1, hold));
+        if (hold > first.row.availableAt) this.activate(consumer, first.position, { ...first.row, availableAt: hold }, now);
+        else this.activate(consumer, first.position, first.row, now, true);
         return;
       }
     }
@@ -636,7 +647,7 @@ export class Work {
    * `deferred`, its event row, delivered entry and finished rows are collected
    * there instead, for {@link flushDeletes} to delete with the other events'.
    */
-  async deleteEvent(position: number, now: number | null, deferred?: DeferredDeletes): Promise<void> {
+  async deleteEvent(position: number, now: number | null, deferred?: DeferredDeletes, droppedAt?: number): Promise<void> {
     const event = await this.eventAt(position);
     const { namespace, subject } = event.orderingKey;
     if (deferred) deferred.events.push(position);
@@ -651,9 +662,12 @@ export class Work {
     for (const consumer of meta.consumers) {
       const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
       if (row) {
+        // Dropped (drop_oldest at `droppedAt`) while this consumer holds it in flight: it may still be working
+        // on it, so none of its key's events is claimable by it before that lease's end.
+        const hold = droppedAt !== undefined && inFlightAt(row, droppedAt) ? latest(row.history)!.leaseExpiresAt : 0;
         this.dropUnfinished(consumer, position, row);
         await this.clearSlot(consumer, position, row, event.orderingKey);
-        await this.leftBacklog(consumer, event, position, now);
+        await this.leftBacklog(consumer, event, position, now, hold);
       } else {
         // Not unfinished and never quarantined (those are not deleted): finished.
         await this.bump(consumer, { finished: -1 });
@@ -765,9 +779,10 @@ export class Work {
    * gone already (it deletes it once the append is accepted), so not one to
    * reclaim. Delivered events go first (in `x` order:
    * observed first, then appended first), then, under `drop_oldest`, drop
-   * candidates (in `o` order: oldest position first) that no consumer holds
-   * in flight at `now` (its consumer is working on it: dropping it would let
-   * its key's next event go out beside it), each drop counted in `dropped`.
+   * candidates (in `o` order: oldest position first), in flight or not, each
+   * drop counted in `dropped`. A consumer holding a dropped event in flight
+   * at `now` may still be working on it: its key is held for it until that
+   * lease's end (`HeadRow.heldUntil`, see `deleteEvent`).
    *
    * Whether enough can go is decided before anything is deleted: a refusal
    * returns (it does not throw), so the caller may go on in the same
@@ -785,15 +800,7 @@ export class Work {
     if (delivered.length < needed && this.capacity.policy === "drop_oldest") {
       // Building the index writes only rows every later drop_oldest journal keeps anyway: no trace of a refusal.
       if (!(await this.openIndexed())) await this.buildOpenIndex();
-      const wanted = needed - delivered.length;
-      await this.walk(
-        { prefix: this.layout.openAll() },
-        async (entry) => {
-          if (!(await this.inFlightAnywhere(lastPart(entry.key), now))) open.push(entry);
-          return open.length < wanted;
-        },
-        wanted,
-      );
+      open.push(...(await this.tx.scan({ prefix: this.layout.openAll() }, { limit: needed - delivered.length })));
     }
     if (delivered.length + open.length < needed) {
       // What the journal would retain had it given up all it could: none of it delivered, none of it droppable.
@@ -801,7 +808,7 @@ export class Work {
     }
     // The two sets do not meet (`o` holds no delivered event), and deleting an event adds no entry to either.
     for (const entry of delivered) await this.deleteEvent(lastPart(entry.key), null);
-    for (const entry of open) await this.deleteEvent(lastPart(entry.key), null);
+    for (const entry of open) await this.deleteEvent(lastPart(entry.key), null, undefined, now);
     if (open.length > 0) this.setMeta({ dropped: (await this.meta()).dropped + open.length });
     return null;
   }
@@ -839,11 +846,14 @@ export class Work {
       const headKey = this.layout.head(consumer, namespace, subject);
       const fresh: UnfinishedRow = { attempts: 0, budgetBase: 0, availableAt: 0, history: [], observedAt: event.observedAt, slot: Slot.None };
       this.tx.put(this.layout.unfinishedByAge(consumer, event.observedAt, position), 0);
-      if (await this.tx.get(headKey)) {
+      const head = await this.tx.get<HeadRow>(headKey);
+      if (head && head.active !== 0) {
         this.tx.put(this.layout.unfinished(consumer, position), fresh);
       } else {
-        this.tx.put(headKey, { active: position, done: position - 1 } satisfies HeadRow);
-        this.activate(consumer, position, fresh, null);
+        // The key's only unfinished event: its active one (waiting out a hold the head row kept, if any).
+        const hold = holdOf(head, now);
+        this.tx.put(headKey, headRow(position, position - 1, hold));
+        this.activate(consumer, position, hold > 0 ? { ...fresh, availableAt: hold } : fresh, null);
       }
     }
     return { status: "accepted", position };
@@ -1069,9 +1079,11 @@ export class Work {
     const { namespace, subject } = event.orderingKey;
     const headKey = this.layout.head(consumer, namespace, subject);
     const head = await this.tx.get<HeadRow>(headKey);
-    if (!head) {
-      this.tx.put(headKey, { active: position, done: position - 1 } satisfies HeadRow);
-      this.activate(consumer, position, released, now);
+    const hold = holdOf(head, now);
+    const waiting = hold > 0 ? { ...released, availableAt: hold } : released;
+    if (!head || head.active === 0) {
+      this.tx.put(headKey, headRow(position, Math.min(head?.done ?? position - 1, position - 1), hold));
+      this.activate(consumer, position, waiting, now);
       return;
     }
     const done = Math.min(head.done, position - 1);
@@ -1080,11 +1092,11 @@ export class Work {
       // The active event is not in flight: the earlier, released event goes first.
       await this.clearSlot(consumer, head.active, activeRow, event.orderingKey);
       this.tx.put(this.layout.unfinished(consumer, head.active), { ...activeRow, slot: Slot.None });
-      this.tx.put(headKey, { active: position, done } satisfies HeadRow);
-      this.activate(consumer, position, released, now);
+      this.tx.put(headKey, headRow(position, done, hold));
+      this.activate(consumer, position, waiting, now);
       return;
     }
-    this.tx.put(headKey, { active: head.active, done } satisfies HeadRow);
+    this.tx.put(headKey, headRow(head.active, done, hold));
     this.tx.put(this.layout.unfinished(consumer, position), released);
   }
 

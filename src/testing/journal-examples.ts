@@ -783,20 +783,39 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
   });
 
   example(
-    "drop_oldest never drops an event in flight: its key's next event would go out beside it",
+    "drop_oldest drops the oldest event even in flight; its key waits until that lease would have run out",
     { maxEvents: 2, policy: "drop_oldest" },
-    async ({ journal, time, t0, capacity }) => {
+    async ({ journal, time, t0 }) => {
       await journal.append(usage(1, "user-1", t0));
       await journal.append(usage(2, "user-1", t0));
       expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#1`], "event 1 in flight, event 2 waits behind it");
-      expectEqual(await journal.append(usage(3, "user-2", t0)), { status: "accepted", position: 3 }, "event 2 is dropped, not event 1");
-      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(3)}#1`], "nothing more of user-1 while event 1 is in flight");
-      await expectRejects(() => journal.append(usage(4, "user-3", t0)), atCapacity(2, capacity), "everything stored is in flight");
-      expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 2, quarantined: 0, oldestPendingAgeMs: null, dropped: 1 }), "stats");
-      time.advance(1000);
-      expectEqual(await journal.append(usage(4, "user-3", t0)), { status: "accepted", position: 4 }, "a lease that ran out is no longer in flight: event 1 goes");
+      expectEqual(await journal.append(usage(3, "user-2", t0)), { status: "accepted", position: 3 }, "event 1, the oldest, is dropped though in flight");
       await expectRejects(() => journal.ack(delivery(billing, 1, 1)), notOutstanding(delivery(billing, 1, 1)), "the dropped event is gone");
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(3)}#1`], "nothing more of user-1 while event 1's lease would still run");
+      const held = await journal.stats(billing);
+      expectEqual([held.pending, held.inFlight, held.dropped], [1, 1, 1], "event 2 pending, event 3 in flight, one dropped");
+      time.advance(1000);
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`, `${rid(3)}#2`], "then event 2 goes (and event 3 again: its lease ran out)");
+      expectEqual(await journal.append(usage(4, "user-3", t0)), { status: "accepted", position: 4 }, "never refused while an event is not quarantined");
       expectEqual((await journal.stats(billing)).dropped, 2, "dropped");
+    },
+  );
+
+  example(
+    "drop_oldest's hold on a key outlasts later drops of its events and the key running empty",
+    { maxEvents: 3, policy: "drop_oldest" },
+    async ({ journal, time, t0 }) => {
+      for (const n of [1, 2, 3]) await journal.append(usage(n, "user-1", t0));
+      expectEqual(handed(await journal.claim(billing, lease(time, 10_000))), [`${rid(1)}#1`], "event 1 in flight for 10 s");
+      await journal.append(usage(4, "user-2", t0)); // drops event 1 (in flight): user-1 is held for 10 s
+      await journal.append(usage(5, "user-3", t0)); // drops event 2 (waiting): the hold stays
+      time.advance(100);
+      expectEqual(handed(await journal.claim(billing, lease(time, 10_000))), [`${rid(4)}#1`, `${rid(5)}#1`], "event 3 of user-1 still waits");
+      await journal.append(usage(6, "user-1", t0)); // drops event 3: user-1 has no event left, and a new one
+      expectEqual(handed(await journal.claim(billing, lease(time, 10_000))), [], "the new event of user-1 waits too");
+      expectEqual((await journal.stats(billing)).dropped, 3, "three dropped");
+      time.advance(9_900);
+      expectEqual(handed(await journal.claim(billing, lease(time, 10_000))), [`${rid(6)}#1`], "once event 1's lease would have run out");
     },
   );
 

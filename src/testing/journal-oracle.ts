@@ -128,6 +128,17 @@ interface OracleState {
   /** Events lost to drop_oldest, ever: kept by `withCapacity`, whatever the new policy. */
   dropped: number;
   audit: AuditEntry[];
+  /**
+   * Per consumer and ordering key (`holdKey`): no event of the key is claimable by the consumer
+   * before this time. Set when drop_oldest drops an event the consumer holds in flight, to that
+   * lease's end: the consumer may still be working on it.
+   */
+  holds: Map<string, number>;
+}
+
+/** The key of {@link OracleState.holds}. */
+function holdKey(consumer: ConsumerId, event: UsageEvent): string {
+  return JSON.stringify([consumer, event.orderingKey.namespace, event.orderingKey.subject]);
 }
 
 /** A debugging picture of the model's state (plain data). */
@@ -156,7 +167,7 @@ export interface JournalOracleSnapshot {
 }
 
 function emptyState(): OracleState {
-  return { nextPosition: 1, events: [], consumers: [], statuses: new Map(), dropped: 0, audit: [] };
+  return { nextPosition: 1, events: [], consumers: [], statuses: new Map(), dropped: 0, audit: [], holds: new Map() };
 }
 
 function copyStatus(status: DeliveryStatus): DeliveryStatus {
@@ -177,6 +188,7 @@ function copyState(state: OracleState): OracleState {
     statuses,
     dropped: state.dropped,
     audit: [...state.audit],
+    holds: new Map(state.holds),
   };
 }
 
@@ -345,15 +357,25 @@ export class JournalOracle implements UsageJournal {
       return;
     }
     if (this.capacity.policy === "refuse") throw new AtCapacityError(this.state.events.length, this.capacity);
-    // Neither quarantined (evidence) nor in flight for anyone (its consumer is working on it: dropping
-    // it would let the key's next event go out beside it, two in flight for one key).
-    const now = this.clock();
-    const droppable = this.state.events.find(
-      (stored) => !this.isQuarantinedByAnyone(stored.position) && !this.state.consumers.some((c) => isInFlight(this.statusOf(c, stored.position), now)),
-    );
+    // The oldest unacknowledged event that is not quarantined (evidence), in flight or not.
+    const droppable = this.state.events.find((stored) => !this.isQuarantinedByAnyone(stored.position));
     if (droppable === undefined) throw new AtCapacityError(this.state.events.length, this.capacity);
+    // A consumer holding it in flight may still be working on it: none of its key's events is
+    // claimable by that consumer before the lease's end (never two events of a key out at once).
+    const now = this.clock();
+    for (const consumer of this.state.consumers) {
+      const status = this.statusOf(consumer, droppable.position);
+      if (!isInFlight(status, now)) continue;
+      const key = holdKey(consumer, droppable.event);
+      this.state.holds.set(key, Math.max(this.state.holds.get(key) ?? 0, latestAttempt(status)!.leaseExpiresAt));
+    }
     this.deleteEvent(droppable.position);
     this.state.dropped += 1;
+  }
+
+  /** Whether drop_oldest's hold on the consumer's ordering key of `event` still runs at `now`. */
+  private isHeld(consumer: ConsumerId, event: UsageEvent, now: number): boolean {
+    return (this.state.holds.get(holdKey(consumer, event)) ?? 0) > now;
   }
 
   // ----------------------------------------------------------------- claim
@@ -418,7 +440,7 @@ export class JournalOracle implements UsageJournal {
         (other) => sameOrderingKey(other.event, stored.event) && this.statusOf(consumer, other.position).state === "unfinished",
       );
       if (unfinished.some((other) => isInFlight(this.statusOf(consumer, other.position), now))) continue;
-      if (this.statusOf(consumer, stored.position).availableAt > now) continue;
+      if (this.statusOf(consumer, stored.position).availableAt > now || this.isHeld(consumer, stored.event, now)) continue;
       count += 1;
     }
     return count;
@@ -438,7 +460,7 @@ export class JournalOracle implements UsageJournal {
       const first = unfinished[0];
       if (first === undefined || first.position !== stored.position) continue; // consider each key once, at its first event
       if (unfinished.some((other) => isInFlight(this.statusOf(consumer, other.position), now))) continue;
-      if (this.statusOf(consumer, first.position).availableAt > now) continue;
+      if (this.statusOf(consumer, first.position).availableAt > now || this.isHeld(consumer, first.event, now)) continue;
       if (best === undefined || first.position < best.position) best = first;
     }
     return best;
