@@ -24,10 +24,12 @@
  * | `p, consumer, observedAt, pos` | 0 | the same unfinished events by when they were observed (the oldest pending for stats) |
  * | `f, consumer, pos` | {@link FinishedRow} | acked or discarded |
  * | `q, consumer, pos` | {@link QuarantineRow} | quarantined |
- * | `h, consumer, ns, subject` | {@link HeadRow} | the active event of a key (and drop_oldest's hold on it) |
+ * | `h, consumer, ns, subject` | {@link HeadRow} | the active event of a key |
  * | `r, consumer, pos` | 0 | active and claimable |
  * | `l, consumer, until, pos` | 0 | active and leased until `until` |
- * | `w, consumer, until, pos` | 0 | active and waiting (nack) until `until` |
+ * | `w, consumer, until, pos` | 0 | active and waiting (nack, or a hold) until `until` |
+| `g, consumer, ns, subject` | number | drop_oldest's hold on a key: none of its events claimable by the consumer before this (kept while `MetaRow.holdsKept`) |
+| `gt, consumer, until, ns, subject` | 0 | the same holds by their end, for the claim's sweep to forget the passed ones |
  * | `a, seq` | AuditEntry | operator audit log |
  * | `b, requestId, seq` | 0 | the audit entries of one event (from `MetaRow.auditIndexedFrom` on) |
  *
@@ -89,6 +91,12 @@ export interface MetaRow {
    * rows and sets it.
    */
   readonly countsFinished?: boolean;
+  /**
+   * Whether hold rows (`g`, `gt`) may exist: set by the first drop_oldest
+   * drop of an event some consumer held in flight. While absent, nothing
+   * reads them (a journal that never dropped such an event pays nothing).
+   */
+  readonly holdsKept?: boolean;
 }
 
 export interface EventRow {
@@ -141,21 +149,10 @@ export interface QuarantineRow {
 }
 
 export interface HeadRow {
-  /**
-   * Position of the key's active event; 0 when the key has no unfinished
-   * event and the row is kept only for `heldUntil`.
-   */
+  /** Position of the key's active event. */
   readonly active: number;
   /** Every event of the key at or below this position is finished for the consumer. */
   readonly done: number;
-  /**
-   * No event of the key is claimable by the consumer before this time:
-   * drop_oldest dropped an event the consumer held in flight, and it may
-   * still be working on it until that lease's end. An event that becomes the
-   * key's active one while it runs waits (its `availableAt`). Absent when
-   * there is none, or once it has passed when the row is written.
-   */
-  readonly heldUntil?: number;
 }
 
 /** Larger than any position or time: the open end of a numeric key range. */
@@ -258,6 +255,15 @@ export class Layout {
   }
   waitingAll(c: string): Key {
     return this.k("w", c);
+  }
+  hold(c: string, ns: string, subject: string): Key {
+    return this.k("g", c, ns, subject);
+  }
+  holdEnd(c: string, until: number, ns: string, subject: string): Key {
+    return this.k("gt", c, until, ns, subject);
+  }
+  holdEnds(c: string): Key {
+    return this.k("gt", c);
   }
   audit(seq: number): Key {
     return this.k("a", seq);

@@ -100,17 +100,6 @@ export function inFlightAt(row: UnfinishedRow, now: number): boolean {
 }
 
 
-/** drop_oldest's hold on a key (`HeadRow.heldUntil`) while it runs at `now` (null: unknown, kept); else 0. */
-function holdOf(head: HeadRow | undefined, now: number | null): number {
-  const until = head?.heldUntil;
-  return until !== undefined && (now === null || until > now) ? until : 0;
-}
-
-/** A head row, with `hold` when there is one. */
-function headRow(active: number, done: number, hold: number): HeadRow {
-  return hold > 0 ? { active, done, heldUntil: hold } : { active, done };
-}
-
 export class Work {
   private metaRow: MetaRow | undefined;
   private metaDirty = false;
@@ -586,34 +575,77 @@ export class Work {
     return found;
   }
 
+  // ---- drop_oldest's holds on keys (`g`, `gt`) ---------------------------------
+
+  /**
+   * drop_oldest's hold on the consumer's key while it runs at `now` (null:
+   * unknown, so any hold counts; the next claim's sweep decides), else 0.
+   * None of the key's events is claimable by the consumer before it.
+   */
+  private async holdOn(consumer: string, key: UsageEvent["orderingKey"], now: number | null): Promise<number> {
+    if ((await this.meta()).holdsKept !== true) return 0;
+    const until = await this.tx.get<number>(this.layout.hold(consumer, key.namespace, key.subject));
+    return typeof until === "number" && (now === null || until > now) ? until : 0;
+  }
+
+  /** Hold the consumer's key until `until` (or longer, if it is held longer already). */
+  private async holdUntil(consumer: string, key: UsageEvent["orderingKey"], until: number): Promise<void> {
+    const holdKey = this.layout.hold(consumer, key.namespace, key.subject);
+    const meta = await this.meta();
+    const held = meta.holdsKept === true ? await this.tx.get<number>(holdKey) : undefined;
+    if (typeof held === "number") {
+      if (held >= until) return;
+      this.tx.delete(this.layout.holdEnd(consumer, held, key.namespace, key.subject));
+    }
+    this.tx.put(holdKey, until);
+    this.tx.put(this.layout.holdEnd(consumer, until, key.namespace, key.subject), 0);
+    if (meta.holdsKept !== true) this.setMeta({ holdsKept: true });
+  }
+
+  /** Forget the consumer's holds that ended at or before `now` (the claim's sweep). */
+  private async forgetHolds(consumer: string, now: number): Promise<void> {
+    if ((await this.meta()).holdsKept !== true) return;
+    const prefix = this.layout.holdEnds(consumer);
+    const ended = await this.tx.scan({ prefix, upper: [...prefix, now, TOP] });
+    for (const entry of ended) {
+      const [until, namespace, subject] = entry.key.slice(prefix.length) as [number, string, string];
+      this.tx.delete(entry.key);
+      const holdKey = this.layout.hold(consumer, namespace, subject);
+      if ((await this.tx.get<number>(holdKey)) === until) this.tx.delete(holdKey);
+    }
+  }
+
+  /** `row`, waiting out `hold` (0: none) when it is later than its own `availableAt`. */
+  private static held(row: UnfinishedRow, hold: number): UnfinishedRow {
+    return hold > row.availableAt ? { ...row, availableAt: hold } : row;
+  }
+
   /**
    * Hand the key's turn to its first unfinished event after `done`, or drop
-   * the head row. `hold`: drop_oldest's hold on the key (see
-   * `HeadRow.heldUntil`; 0 for none), kept in the head row while it runs
-   * (also with no event left) and waited out by the event that takes the turn.
+   * the head row. A hold on the key (drop_oldest's) is waited out by the
+   * event that takes the turn.
    */
-  private async advance(consumer: string, key: UsageEvent["orderingKey"], done: number, now: number | null, hold = 0): Promise<void> {
+  private async advance(consumer: string, key: UsageEvent["orderingKey"], done: number, now: number | null): Promise<void> {
     const headKey = this.layout.head(consumer, key.namespace, key.subject);
     const next = await this.firstUnfinished(consumer, key, done);
     if (!next) {
-      if (hold > 0) this.tx.put(headKey, headRow(0, done, hold));
-      else this.tx.delete(headKey);
+      this.tx.delete(headKey);
       return;
     }
-    this.tx.put(headKey, headRow(next.position, next.position - 1, hold));
-    if (hold > next.row.availableAt) this.activate(consumer, next.position, { ...next.row, availableAt: hold }, now);
-    else this.activate(consumer, next.position, next.row, now, true);
+    this.tx.put(headKey, { active: next.position, done: next.position - 1 } satisfies HeadRow);
+    const row = Work.held(next.row, await this.holdOn(consumer, key, now));
+    this.activate(consumer, next.position, row, now, row === next.row);
   }
 
   /**
    * An unfinished event left the consumer's backlog (its `u` row is gone or
    * replaced, its slot cleared): if it was its key's active event, pass the turn.
    */
-  private async leftBacklog(consumer: string, event: UsageEvent, position: number, now: number | null, hold = 0): Promise<void> {
+  private async leftBacklog(consumer: string, event: UsageEvent, position: number, now: number | null): Promise<void> {
     const key = event.orderingKey;
     const head = await this.tx.get<HeadRow>(this.layout.head(consumer, key.namespace, key.subject));
     if (!head || head.active !== position) return;
-    await this.advance(consumer, key, head.done, now, Math.max(hold, holdOf(head, now)));
+    await this.advance(consumer, key, head.done, now);
   }
 
   /**
@@ -629,15 +661,14 @@ export class Work {
     if (head && head.done < position - 1) {
       const first = await this.firstUnfinished(consumer, key, head.done);
       if (first && first.position < position) {
-        const hold = holdOf(head, now);
         this.tx.put(this.layout.unfinished(consumer, position), { ...row, slot: Slot.None });
-        this.tx.put(headKey, headRow(first.position, first.position - 1, hold));
-        if (hold > first.row.availableAt) this.activate(consumer, first.position, { ...first.row, availableAt: hold }, now);
-        else this.activate(consumer, first.position, first.row, now, true);
+        this.tx.put(headKey, { active: first.position, done: first.position - 1 } satisfies HeadRow);
+        const taking = Work.held(first.row, await this.holdOn(consumer, key, now));
+        this.activate(consumer, first.position, taking, now, taking === first.row);
         return;
       }
     }
-    this.activate(consumer, position, row, now);
+    this.activate(consumer, position, Work.held(row, await this.holdOn(consumer, key, now)), now);
   }
 
   // ---- events -------------------------------------------------------------------
@@ -664,10 +695,10 @@ export class Work {
       if (row) {
         // Dropped (drop_oldest at `droppedAt`) while this consumer holds it in flight: it may still be working
         // on it, so none of its key's events is claimable by it before that lease's end.
-        const hold = droppedAt !== undefined && inFlightAt(row, droppedAt) ? latest(row.history)!.leaseExpiresAt : 0;
+        if (droppedAt !== undefined && inFlightAt(row, droppedAt)) await this.holdUntil(consumer, event.orderingKey, latest(row.history)!.leaseExpiresAt);
         this.dropUnfinished(consumer, position, row);
         await this.clearSlot(consumer, position, row, event.orderingKey);
-        await this.leftBacklog(consumer, event, position, now, hold);
+        await this.leftBacklog(consumer, event, position, now);
       } else {
         // Not unfinished and never quarantined (those are not deleted): finished.
         await this.bump(consumer, { finished: -1 });
@@ -782,7 +813,7 @@ export class Work {
    * candidates (in `o` order: oldest position first), in flight or not, each
    * drop counted in `dropped`. A consumer holding a dropped event in flight
    * at `now` may still be working on it: its key is held for it until that
-   * lease's end (`HeadRow.heldUntil`, see `deleteEvent`).
+   * lease's end (the `g` rows, see `deleteEvent`).
    *
    * Whether enough can go is decided before anything is deleted: a refusal
    * returns (it does not throw), so the caller may go on in the same
@@ -846,14 +877,12 @@ export class Work {
       const headKey = this.layout.head(consumer, namespace, subject);
       const fresh: UnfinishedRow = { attempts: 0, budgetBase: 0, availableAt: 0, history: [], observedAt: event.observedAt, slot: Slot.None };
       this.tx.put(this.layout.unfinishedByAge(consumer, event.observedAt, position), 0);
-      const head = await this.tx.get<HeadRow>(headKey);
-      if (head && head.active !== 0) {
+      if (await this.tx.get(headKey)) {
         this.tx.put(this.layout.unfinished(consumer, position), fresh);
       } else {
-        // The key's only unfinished event: its active one (waiting out a hold the head row kept, if any).
-        const hold = holdOf(head, now);
-        this.tx.put(headKey, headRow(position, position - 1, hold));
-        this.activate(consumer, position, hold > 0 ? { ...fresh, availableAt: hold } : fresh, null);
+        // The key's only unfinished event: its active one (waiting out a hold on the key, if one runs).
+        this.tx.put(headKey, { active: position, done: position - 1 } satisfies HeadRow);
+        this.activate(consumer, position, Work.held(fresh, await this.holdOn(consumer, event.orderingKey, now)), null);
       }
     }
     return { status: "accepted", position };
@@ -906,6 +935,7 @@ export class Work {
 
   /** Move the consumer's leases that ran out, and waits that ended, back to their keys. */
   async sweep(consumer: string, now: number): Promise<void> {
+    await this.forgetHolds(consumer, now);
     const leasedPrefix = this.layout.leasedAll(consumer);
     const expired = await this.tx.scan({ prefix: leasedPrefix, upper: [...leasedPrefix, now, TOP] });
     for (const entry of expired) {
@@ -1079,11 +1109,9 @@ export class Work {
     const { namespace, subject } = event.orderingKey;
     const headKey = this.layout.head(consumer, namespace, subject);
     const head = await this.tx.get<HeadRow>(headKey);
-    const hold = holdOf(head, now);
-    const waiting = hold > 0 ? { ...released, availableAt: hold } : released;
-    if (!head || head.active === 0) {
-      this.tx.put(headKey, headRow(position, Math.min(head?.done ?? position - 1, position - 1), hold));
-      this.activate(consumer, position, waiting, now);
+    if (!head) {
+      this.tx.put(headKey, { active: position, done: position - 1 } satisfies HeadRow);
+      this.activate(consumer, position, Work.held(released, await this.holdOn(consumer, event.orderingKey, now)), now);
       return;
     }
     const done = Math.min(head.done, position - 1);
@@ -1092,11 +1120,11 @@ export class Work {
       // The active event is not in flight: the earlier, released event goes first.
       await this.clearSlot(consumer, head.active, activeRow, event.orderingKey);
       this.tx.put(this.layout.unfinished(consumer, head.active), { ...activeRow, slot: Slot.None });
-      this.tx.put(headKey, headRow(position, done, hold));
-      this.activate(consumer, position, waiting, now);
+      this.tx.put(headKey, { active: position, done } satisfies HeadRow);
+      this.activate(consumer, position, Work.held(released, await this.holdOn(consumer, event.orderingKey, now)), now);
       return;
     }
-    this.tx.put(headKey, headRow(head.active, done, hold));
+    this.tx.put(headKey, { active: head.active, done } satisfies HeadRow);
     this.tx.put(this.layout.unfinished(consumer, position), released);
   }
 
