@@ -28,8 +28,8 @@
  * | `r, consumer, pos` | 0 | active and claimable |
  * | `l, consumer, until, pos` | 0 | active and leased until `until` |
  * | `w, consumer, until, pos` | 0 | active and waiting (nack, or a hold) until `until` |
-| `g, consumer, ns, subject` | number | drop_oldest's hold on a key: none of its events claimable by the consumer before this (kept while `MetaRow.holdsKept`) |
-| `gt, consumer, until, ns, subject` | 0 | the same holds by their end, for the claim's sweep to forget the passed ones |
+ * | `g, consumer, ns, subject` | number | drop_oldest's hold on a key: none of its events claimable by the consumer before this (kept while `MetaRow.holdsKept`) |
+ * | `gt, consumer, until, ns, subject` | 0 | the same holds by their end, for the claim's sweep to forget the passed ones |
  * | `a, seq` | AuditEntry | operator audit log |
  * | `b, requestId, seq` | 0 | the audit entries of one event (from `MetaRow.auditIndexedFrom` on) |
  *

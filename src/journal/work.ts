@@ -606,7 +606,8 @@ export class Work {
   private async forgetHolds(consumer: string, now: number): Promise<void> {
     if ((await this.meta()).holdsKept !== true) return;
     const prefix = this.layout.holdEnds(consumer);
-    const ended = await this.tx.scan({ prefix, upper: [...prefix, now, TOP] });
+    // Up to `[prefix, now + 1]`, open: the part after `until` is a string, which sorts above any number (TOP too).
+    const ended = await this.tx.scan({ prefix, upper: [...prefix, now + 1], upperOpen: true });
     for (const entry of ended) {
       const [until, namespace, subject] = entry.key.slice(prefix.length) as [number, string, string];
       this.tx.delete(entry.key);

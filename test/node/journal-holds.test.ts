@@ -36,6 +36,20 @@ describe("drop_oldest holds", () => {
     expect([await rowsUnder(engine, "g"), await rowsUnder(engine, "gt")]).toEqual([0, 0]);
   });
 
+  it("is forgotten by a claim at exactly its end", async () => {
+    let now = t0;
+    const engine = memoryEngine();
+    const journal = createJournal(engine, { name: "usage", capacity: { maxEvents: 2, maxDeliveryAttempts: 3, retainAcknowledgedMs: 0, policy: "drop_oldest" }, clock: () => now });
+    for (let n = 1; n <= 3; n++) {
+      await journal.append(createUsageEvent({ record: { requestId: rid(n), namespace: "acme", subject: `user-${n}`, data: { n } }, observedAt: t0 }));
+      if (n === 1) await journal.claim(billing, { maxEvents: 1, leaseMs: 1000, now });
+    }
+    expect(await rowsUnder(engine, "g")).toBe(1); // event 1 dropped in flight: user-1 held until t0 + 1000
+    now = t0 + 1000;
+    await journal.claim(billing, { maxEvents: 10, leaseMs: 1000, now });
+    expect([await rowsUnder(engine, "g"), await rowsUnder(engine, "gt")]).toEqual([0, 0]);
+  });
+
   it("are not written by a journal that never drops an event in flight", async () => {
     const engine = memoryEngine();
     const journal = createJournal(engine, { name: "usage", capacity: { maxEvents: 2, maxDeliveryAttempts: 3, retainAcknowledgedMs: 0, policy: "drop_oldest" }, clock: () => t0 });
