@@ -643,14 +643,18 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   /** Whether a quarantined event passes the exact filters the journal's substring query cannot express. */
   const passes = (item: QuarantinedEvent, filter: Filter) =>
     (filter.reason === undefined || item.reason === filter.reason) &&
-    (filter.key === undefined || `${item.event.orderingKey.namespace}/${item.event.orderingKey.subject}` === filter.key);
+    (filter.key === undefined || `${item.event.orderingKey.namespace}/${item.event.orderingKey.subject}` === filter.key) &&
+    (filter.namespace === undefined || item.event.orderingKey.namespace === filter.namespace) &&
+    (filter.subject === undefined || item.event.orderingKey.subject === filter.subject);
 
   /**
    * The journal query that narrows a filter best: the free text, else the key (when it fits the
    * journal's query; a longer key is a valid key, matched by `passes` alone), else the reason.
    */
   const journalQuery = (filter: Filter) =>
-    filter.query ?? (filter.key !== undefined && filter.key.length <= MAX_QUARANTINE_QUERY ? filter.key : undefined) ?? filter.reason;
+    filter.query ??
+    [filter.key, filter.subject, filter.namespace].find((text) => text !== undefined && text.length <= MAX_QUARANTINE_QUERY) ??
+    filter.reason;
 
   /** The quarantined events of a filter, one journal page (of `pageSize`) at a time, each page filtered. */
   async function* quarantinedPages(target: UsageJournal, consumer: ConsumerId, filter: Filter, pageSize: number): AsyncGenerator<QuarantinedEvent[]> {

@@ -221,7 +221,14 @@ const limit = z.coerce.number().int().min(1).max(1000);
 export const QuarantineFilterSchema = z.strictObject({
   query: z.string().max(200).optional(),
   reason: PoisonReasonSchema.optional(),
-  key: z.string().min(3).max(2 * MAX_ORDERING_PART_LENGTH + 1).optional().openapi({ description: "an ordering key `namespace/subject`, exact" }),
+  key: z
+    .string()
+    .min(3)
+    .max(2 * MAX_ORDERING_PART_LENGTH + 1)
+    .optional()
+    .openapi({ description: "an ordering key `namespace/subject`, exact (a namespace or subject holding `/` makes it ambiguous: use `namespace` and `subject`)" }),
+  namespace: z.string().min(1).max(MAX_ORDERING_PART_LENGTH).optional().openapi({ description: "the ordering key's namespace, exact" }),
+  subject: z.string().min(1).max(MAX_ORDERING_PART_LENGTH).optional().openapi({ description: "the ordering key's subject, exact" }),
 });
 export const QuarantineListQuerySchema = QuarantineFilterSchema.extend({
   limit: limit.optional(),
@@ -249,13 +256,15 @@ export const BulkBodySchema = z
     query: z.string().max(200).optional(),
     reason: PoisonReasonSchema.optional(),
     key: z.string().min(3).max(2 * MAX_ORDERING_PART_LENGTH + 1).optional(),
+    namespace: z.string().min(1).max(MAX_ORDERING_PART_LENGTH).optional(),
+    subject: z.string().min(1).max(MAX_ORDERING_PART_LENGTH).optional(),
     max: z.number().int().min(1).max(MAX_BULK).optional(),
     requestIds: z
       .array(itemText("a UUIDv7 request id, as a dry run answered it"))
       .max(MAX_BULK)
       .optional()
       .openapi({
-        description: `the events to act on, as the dry run answered them (at most ${MAX_BULK}): only these are acted on, in this order, and one no longer quarantined for the consumer is reported in \`failed\` (\`not_quarantined\`), never replaced by another. Only with \`dryRun: false\` and without \`query\`, \`reason\`, \`key\` and \`max\``,
+        description: `the events to act on, as the dry run answered them (at most ${MAX_BULK}): only these are acted on, in this order, and one no longer quarantined for the consumer is reported in \`failed\` (\`not_quarantined\`), never replaced by another. Only with \`dryRun: false\` and without \`query\`, \`reason\`, \`key\`, \`namespace\`, \`subject\` and \`max\``,
       }),
     now: epochMs.optional(),
   })
@@ -263,7 +272,7 @@ export const BulkBodySchema = z
     if (body.requestIds === undefined) return;
     if (body.dryRun) context.addIssue({ code: "custom", path: ["dryRun"], message: "`requestIds` confirms a dry run, so it needs `dryRun: false`" });
     // The ids replace the filter: with both, it would be unclear which one selects.
-    for (const field of ["query", "reason", "key", "max"] as const) {
+    for (const field of ["query", "reason", "key", "namespace", "subject", "max"] as const) {
       if (body[field] !== undefined) context.addIssue({ code: "custom", path: [field], message: "selects by filter, and `requestIds` selects the events itself: send one or the other" });
     }
   });

@@ -389,6 +389,26 @@ describe("operator routes", () => {
     expect([exported.status, exported.text.trim().split("\n").length]).toEqual([200, 1]);
   });
 
+  it("filters by namespace and subject exactly, where a key text holding '/' is ambiguous", async () => {
+    const { call, journal } = setup();
+    await journal.append(createUsageEvent(event(1, "acme/eu", "u1")));
+    await journal.append(createUsageEvent(event(2, "acme", "eu/u1")));
+    for (const delivery of await journal.claim(billing, { maxEvents: 5, leaseMs: 1000, now: t0 })) await journal.quarantine(delivery.id, "rejected");
+    const base = "/v1/journals/usage/consumers/billing/quarantined";
+    const ids = (answer: { json: Record<string, unknown> }) => (answer.json["items"] as { event: { id: string } }[]).map((item) => item.event.id);
+    expect(ids(await call("GET", `${base}?key=${encodeURIComponent("acme/eu/u1")}`))).toEqual([rid(1), rid(2)]);
+    expect(ids(await call("GET", `${base}?namespace=${encodeURIComponent("acme/eu")}&subject=u1`))).toEqual([rid(1)]);
+    expect(ids(await call("GET", `${base}?namespace=acme&subject=${encodeURIComponent("eu/u1")}`))).toEqual([rid(2)]);
+    expect(ids(await call("GET", `${base}?namespace=acme`))).toEqual([rid(2)]);
+    const dry = await call("POST", `${base}/bulk`, { body: { action: "discard", dryRun: true, namespace: "acme/eu", subject: "u1" } });
+    expect(dry.json["requestIds"]).toEqual([rid(1)]);
+    const exported = await call("GET", `${base}/export?namespace=acme&subject=${encodeURIComponent("eu/u1")}`);
+    expect(exported.text.trim().split("\n").map((line) => (JSON.parse(line) as { event: { id: string } }).event.id)).toEqual([rid(2)]);
+    const mixed = await call("POST", `${base}/bulk`, { body: { action: "discard", dryRun: false, requestIds: [rid(1)], namespace: "acme" } });
+    expect([mixed.status, mixed.json.error?.code]).toEqual([400, "invalid_request"]);
+    expect(await journal.stats(billing)).toMatchObject({ quarantined: 2 }); // nothing acted on
+  });
+
   it("answers an export that fails at its first page with the typed error, and bulk failures without a server fault's internals", async () => {
     const secret = "SQLITE_ERROR: no such table q_v3 at /srv/partition.ts:412";
     const inner = createJournal(memoryEngine(), { name: "usage", capacity: CAPACITY, clock: () => t0 });
