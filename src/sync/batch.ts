@@ -210,7 +210,7 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
     for (;;) {
       const outcomes = await send(context, outstanding);
       await heartbeat.pause();
-      const again = await settle(context, outstanding, outcomes, tally, hold !== null && hold.active());
+      const again = await settle(context, outstanding, outcomes, tally, hold === null ? "nack" : hold.active() ? "keep" : "give_back");
       if (again.length === 0 || hold === null) break;
       // Asked again after the settle: the loop may have stopped (or lost its lock) while it ran, and then there is nothing to wait for.
       if (hold.active()) {
@@ -277,12 +277,22 @@ async function send(context: BatchContext, deliveries: readonly Delivery[]): Pro
 /**
  * Settle what the sink decided: acknowledge what it holds (one `ackBatch`),
  * quarantine what it refused for good, nack whole-batch failures. Returns the
- * deliveries to send again: those with an `again` outcome when `keep`
- * (otherwise they are nacked too).
+ * deliveries to send again: those with an `again` outcome when `again` is
+ * `keep` (a running loop holds them). Otherwise they are nacked: with backoff
+ * (`nack`: `runOnce`, `drain`), or claimable at once (`give_back`: the loop
+ * stopped or lost its lock while they were out, so whoever forwards next
+ * takes them now).
  */
-async function settle(context: BatchContext, deliveries: readonly Delivery[], outcomes: readonly Outcome[], tally: Tally, keep: boolean): Promise<Delivery[]> {
+async function settle(
+  context: BatchContext,
+  deliveries: readonly Delivery[],
+  outcomes: readonly Outcome[],
+  tally: Tally,
+  again: "keep" | "nack" | "give_back",
+): Promise<Delivery[]> {
+  const keep = again === "keep";
   const held: { delivery: Delivery; status: "accepted" | "already_present" }[] = [];
-  const again: Delivery[] = [];
+  const kept: Delivery[] = [];
   const settling: Promise<void>[] = [];
   deliveries.forEach((delivery, index) => {
     const outcome = outcomes[index]!;
@@ -300,10 +310,10 @@ async function settle(context: BatchContext, deliveries: readonly Delivery[], ou
         return;
       case "again":
         if (keep) {
-          again.push(delivery);
+          kept.push(delivery);
           return;
         }
-        settling.push(nackAll(context, [delivery], describeError(outcome.error), tally, null));
+        settling.push(nackAll(context, [delivery], describeError(outcome.error), tally, again === "give_back" ? 0 : null));
         tally.failed = true;
         return;
       case "failed":
@@ -331,7 +341,7 @@ async function settle(context: BatchContext, deliveries: readonly Delivery[], ou
     });
   }
   await Promise.all(settling);
-  return again;
+  return kept;
 }
 
 function describeResult(result: unknown): string {

@@ -190,6 +190,35 @@ describe("forwarder: a stop, lost lock or online event during a settle cuts the 
     await stopping;
   });
 
+  it("stop() while the first send is in flight gives back what the sink could not take at once, not after a backoff", async () => {
+    const r = rig();
+    const alice = await r.append("acme/alice");
+    r.full.add(alice.id); // the sink is full for alice: not her fault, so a running loop would hold her
+    let answer: () => void = () => undefined;
+    const sending = new Promise<void>((resolve) => (answer = resolve));
+    let sent = false;
+    const forwarder = r.forwarder({
+      sink: {
+        appendBatch: async (events) => {
+          sent = true;
+          await sending;
+          return r.sink.appendBatch(events);
+        },
+      },
+    });
+    forwarder.start();
+    await r.scheduler.advance(0);
+    expect(sent).toBe(true);
+    const stopping = forwarder.stop();
+    answer();
+    await r.scheduler.advance(0);
+    await stopping;
+    expect(r.time.now).toBe(START);
+    expect((await r.source.attempts(consumer, alice.id)).map((a) => a.outcome?.kind)).toEqual(["nacked"]);
+    // Claimable at once by whoever forwards next (a standby tab), not after the 30 s backoff.
+    expect((await r.source.claim(consumer, { maxEvents: 10, leaseMs: 1000, now: START })).map((d) => d.event.id)).toEqual([alice.id]);
+  });
+
   it("stop() from a listener as the held batch starts backing off resolves at once (the interruption is not lost)", async () => {
     const r = rig();
     const alice = await r.append("acme/alice");
