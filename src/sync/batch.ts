@@ -51,6 +51,7 @@
  *   unfinished event per ordering key at a time, and the caller never claims
  *   while a batch is open.
  */
+import { causeChain } from "../cause-chain.js";
 import { MAX_LEASE_MS } from "../journal/journal.js";
 import type { AckResult, BatchAppendResult, ConsumerId, Delivery, DeliveryId, UsageEvent, UsageJournal } from "../journal/types.js";
 import type { AbortSignalLike } from "../storage/options.js";
@@ -405,21 +406,10 @@ async function appendWithTimeout(context: BatchContext, deliveries: readonly Del
       // fails because of the abort itself (an `HttpJournal`'s "abandoned by the caller"): the timeout was
       // reported already, and a second, vaguer error would replace it as `lastError`.
       call.then(undefined, (error: unknown) => {
-        if (!causedBy(error, reason)) context.report({ phase: "append", error, requestIds: deliveries.map((delivery) => delivery.id.event) });
+        if (!causeChain(error).includes(reason)) context.report({ phase: "append", error, requestIds: deliveries.map((delivery) => delivery.id.event) });
       });
     }
   }
-}
-
-/** Whether `error` is `reason`, or has it somewhere along its `cause` chain (a few links deep). */
-function causedBy(error: unknown, reason: SinkTimeoutError): boolean {
-  let current = error;
-  for (let depth = 0; depth < 8; depth++) {
-    if (current === reason) return true;
-    if (current === null || typeof current !== "object") return false;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return false;
 }
 
 interface Heartbeat {

@@ -6,6 +6,8 @@
  * the nack text of the events involved.
  */
 
+import { causeChain } from "../cause-chain.js";
+
 /** Codes of {@link SinkError}. */
 export type SinkErrorCode = "sink_timeout" | "sink_protocol";
 
@@ -77,15 +79,6 @@ function safeString(value: unknown): string {
   } catch {
     return Object.prototype.toString.call(value);
   }
-}
-
-/** The error and the `cause`s under it, outermost first (at most 8: a cycle ends the walk). */
-function causeChain(error: unknown): unknown[] {
-  const chain: unknown[] = [];
-  for (let current = error; current !== null && typeof current === "object" && chain.length < 8 && !chain.includes(current); current = (current as { cause?: unknown }).cause) {
-    chain.push(current);
-  }
-  return chain;
 }
 
 /** Whether the error, or one under it, carries this API `code` or HTTP `status` (an `HttpJournal` error carries both in its cause). */

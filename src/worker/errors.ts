@@ -8,6 +8,7 @@
  * A storage error (the store routes) keeps its code, class name and spec
  * fields the same way (`./stores.ts`), so a client rebuilds the same class.
  */
+import { causeChain } from "../cause-chain.js";
 import { JournalError, type JournalErrorCode } from "../journal/errors.js";
 import { encodeError } from "../journal/wire.js";
 import { StorageError } from "../storage/errors.js";
@@ -171,13 +172,12 @@ function reportServerFault(error: unknown, what: string): string {
  * the events' attempts).
  */
 function waitsOut(error: unknown): boolean {
-  const seen = new Set<unknown>();
-  for (let link = (error as { cause?: unknown }).cause; typeof link === "object" && link !== null && !seen.has(link); link = (link as { cause?: unknown }).cause) {
-    seen.add(link);
-    const { overloaded, code } = link as { overloaded?: unknown; code?: unknown };
-    if (overloaded === true || code === "storage_full") return true;
-  }
-  return false;
+  return causeChain(error)
+    .slice(1)
+    .some((link) => {
+      const { overloaded, code } = link as { overloaded?: unknown; code?: unknown };
+      return overloaded === true || code === "storage_full";
+    });
 }
 
 /**
