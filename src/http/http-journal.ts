@@ -32,8 +32,9 @@
  *   worker's 1 MiB body cap; each caller still gets its own result or error,
  *   in call order. One client sends its requests one after another, so calls
  *   of one ordering key are journaled in call order. When the worker refuses a
- *   coalesced request as a whole (413 over its body cap, 403 for one event's
- *   namespace), its appends are sent again one by one, each for its own answer.
+ *   coalesced request as a whole (413 over its body cap, 403
+ *   `forbidden_namespace` for one event's namespace), its appends are sent
+ *   again one by one, each for its own answer.
  */
 import {
   checkAckBatch,
@@ -500,7 +501,7 @@ export class HttpJournal implements UsageJournal {
    * event goes to `/append`, so a refused append changes nothing at all, as
    * with the core journal; in a batch, a refused event is refused alone and
    * the others' transaction still commits. A batch the worker refuses as a
-   * whole, for one event's sake (413 over the body cap, 403 for a namespace
+   * whole, for one event's sake (413 over the body cap, 403 `forbidden_namespace` for a namespace
    * the token may not append to), is sent again one event at a time, so the
    * others are not refused with it.
    */
@@ -695,11 +696,13 @@ function wireEvent(event: UsageEvent): JsonEvent {
 
 /**
  * Whether a batch failed as a whole for what may be one event's sake: 413
- * (the body over the worker's cap) or 403 (a namespace the token may not
- * append to). Both are final for the batch, not for each of its events.
+ * (the body over the worker's cap) or 403 `forbidden_namespace` (a namespace
+ * the token may not append to). Both are final for the batch, not for each of
+ * its events; a token refused outright (401, 403 `forbidden`) is refused for
+ * every event, so sending them one by one would only repeat the refusal.
  */
 function refusedWhole(error: unknown): boolean {
-  return error instanceof BackendError && error.cause instanceof HttpError && (error.cause.status === 413 || error.cause.status === 403);
+  return error instanceof BackendError && error.cause instanceof HttpError && (error.cause.status === 413 || error.cause.code === "forbidden_namespace");
 }
 
 // --- the shapes of the API's answers ----------------------------------------------------------

@@ -201,6 +201,13 @@ describe("HttpJournal: batched appends", () => {
     expect(requests).toHaveLength(1);
   });
 
+  it("a batch refused because the token may not append at all (403 forbidden) fails each caller at once, with no request one by one", async () => {
+    const { client, requests } = served({ scopes: ["consume"] });
+    const settled = await Promise.allSettled([event(), event(), event()].map((each) => client.append(each)));
+    expect(outcomes(settled)).toEqual([403, 403, 403]);
+    expect(requests).toHaveLength(1);
+  });
+
   it("one request at a time: an ordering key's appends are journaled in call order, a slow first request notwithstanding", async () => {
     const { client, journal, requests, mostInFlight } = served({ slowFirstMs: 30, batching: { maxEvents: 2 } });
     const events = Array.from({ length: 5 }, (_, call) => event("acme", { call }));
