@@ -13,6 +13,7 @@ import { transactionAbortError } from "./errors.js";
 import { IndexedDbEngineError, indexedDbEngine, requestPersistentStorage, SCHEMA_VERSION } from "./index.js";
 import { IndexedDbEngine } from "./indexeddb-engine.js";
 import { MIGRATIONS, openEngineDatabase } from "./schema.js";
+import { retryWhileBlocked } from "../../test/node/support/retry-blocked.js";
 
 let counter = 0;
 const factory = new IDBFactory();
@@ -30,18 +31,6 @@ function rawOpen(idb: IDBFactory, name: string, version: number): Promise<IDBDat
   const steps = MIGRATIONS.slice(0, version);
   while (steps.length < version) steps.push(() => undefined);
   return openEngineDatabase(idb, IDBKeyRange, name, steps);
-}
-
-/** Run `call` until it no longer rejects `blocked` (a few tries, a few ms apart), as a caller invited to retry does. */
-async function retryWhileBlocked<T>(call: () => Promise<T>): Promise<T> {
-  for (let tries = 1; ; tries++) {
-    try {
-      return await call();
-    } catch (error) {
-      if (tries >= 50 || (error as { code?: unknown }).code !== "blocked") throw error;
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-  }
 }
 
 describe("indexedDbEngine (fake-indexeddb): opening, upgrades and other connections", () => {

@@ -18,6 +18,7 @@ import { describe, expect, it } from "vitest";
 import { IndexedDbEngineError, indexedDbEngine } from "./index.js";
 import { IndexedDbEngine } from "./indexeddb-engine.js";
 import { MIGRATIONS, openEngineDatabase, SCHEMA_VERSION } from "./schema.js";
+import { retryWhileBlocked } from "../../test/node/support/retry-blocked.js";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -44,18 +45,6 @@ function within<T>(promise: Promise<T>, ms: number, what: string): Promise<{ val
 async function until(done: () => boolean): Promise<void> {
   for (let i = 0; i < 200 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 5));
   expect(done()).toBe(true);
-}
-
-/** Run `call` until it no longer rejects `blocked` (a few tries, a few ms apart), as a caller invited to retry does. */
-async function retryWhileBlocked<T>(call: () => Promise<T>): Promise<T> {
-  for (let tries = 1; ; tries++) {
-    try {
-      return await call();
-    } catch (error) {
-      if (tries >= 50 || (error as { code?: unknown }).code !== "blocked") throw error;
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-  }
 }
 
 describe("review fixes: overlapping storage estimates", () => {
