@@ -1,14 +1,11 @@
 /**
- * A hash map over tuple keys: the memory engine's point reads and writes, and
- * the journal's read-ahead cache (`src/journal/read-ahead.ts`).
+ * A hash map over tuple keys: the journal's read-ahead cache
+ * (`src/journal/read-ahead.ts`).
  *
- * The memory engine orders its keys with a B+ tree of string encodings
- * (`./btree`, `./key-encoding`), but a point read does not need the order:
- * building a key's encoding (and hashing that fresh string) costs several
- * times more than looking the key's elements up one by one in native `Map`s,
- * whose hashes of strings are cached in the strings and whose hashes of
- * numbers are cheap. So the engine finds a key's slot here, and encodes a key
- * only when it enters the tree (a new key) or bounds a scan.
+ * Building a key's string encoding (and hashing that fresh string) costs
+ * several times more than looking the key's elements up one by one in
+ * native `Map`s, whose hashes of strings are cached in the strings and whose
+ * hashes of numbers are cheap; this map does the latter.
  *
  * Promises (checked by `tuple-map.test.ts`), for valid keys (non-empty tuples
  * of strings and finite numbers):

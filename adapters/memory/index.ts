@@ -5,9 +5,10 @@
  * server-side code use when nothing has to outlive the process, and the engine
  * under the throughput benchmark. It promises the whole {@link Engine}
  * contract (checked by `isostore/testing` and by this directory's tests):
- * - ordered tuple keys, O(1) point reads and overwrites (O(key length)),
- *   O(log n) inserts and deletes and O(log n + k) scans of k entries (a map of
- *   tuple keys beside a B+ tree of order-preserving key encodings);
+ * - ordered tuple keys in a trie with one node per key prefix: point reads,
+ *   overwrites and deletes in O(key length) `Map` lookups, inserts in those
+ *   plus O(log n) in the one node the key joins, and scans of k entries in
+ *   O(key length · log n + k);
  * - serialized transactions (one body at a time, in call order) that see
  *   their own writes and roll back completely when the body throws, rejects,
  *   or makes a call that fails (invalid key, write in a "readonly"

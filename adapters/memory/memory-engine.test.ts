@@ -11,6 +11,7 @@ import {
   type Entry,
   type Key,
   type KeyRange,
+  compareKeys,
 } from "../../src/engine.js";
 import { memoryEngine } from "./index.js";
 import { MemoryEngine } from "./memory-engine.js";
@@ -251,7 +252,7 @@ describe("memoryEngine: atomicity", () => {
   });
 
   it("keeps working after a rollback (the index stays consistent)", async () => {
-    const engine = new MemoryEngine({ nodeCapacity: 4 });
+    const engine = new MemoryEngine({ chunkCapacity: 4 });
     const keys = Array.from({ length: 200 }, (_, i): Key => ["k", i]);
     await putAll(engine, keys.slice(0, 100));
     await expect(
@@ -625,34 +626,42 @@ describe("memoryEngine: values and keys", () => {
   });
 });
 
-describe("memoryEngine: ordered index", () => {
-  it("does not touch the index when overwriting an existing key", async () => {
-    const engine = new MemoryEngine({ nodeCapacity: 4 });
+describe("memoryEngine: ordered trie", () => {
+  it("keeps the entry count and the trie's shape when overwriting existing keys", async () => {
+    const engine = new MemoryEngine({ chunkCapacity: 4 });
     await putAll(engine, Array.from({ length: 50 }, (_, i): Key => [i]));
     const { size, height } = engine.inspectIndex();
     await engine.transact("readwrite", async (tx) => {
       for (let i = 0; i < 50; i++) tx.put([i], "again");
     });
     expect(engine.inspectIndex()).toMatchObject({ size, height });
+    engine.inspectIndex().check();
   });
 
-  it("keeps a logarithmic height and ends empty after every entry is deleted", async () => {
-    for (const nodeCapacity of [4, 64]) {
-      const engine = new MemoryEngine({ nodeCapacity });
+  it("stays sound and ordered through inserts and deletes in scrambled order, and ends with the root alone", async () => {
+    for (const chunkCapacity of [4, 256]) {
+      const engine = new MemoryEngine({ chunkCapacity });
       const n = 10_000;
-      const keys = Array.from({ length: n }, (_, i): Key => ["k", (i * 7919) % n]);
+      // Numbers and strings under one node, and keys of two lengths.
+      const keys = Array.from({ length: n }, (_, i): Key => {
+        const k = (i * 7919) % n;
+        return k % 3 === 0 ? ["k", `s${k}`] : k % 3 === 1 ? ["k", k] : ["k", k, "x"];
+      });
       await putAll(engine, keys);
       const index = engine.inspectIndex();
       index.check();
       expect(index.size).toBe(n);
-      expect(index.height).toBeLessThanOrEqual(Math.ceil(Math.log(n) / Math.log(nodeCapacity >> 1)) + 1);
+      expect(index.height).toBe(3);
+      const scanned = await keysOf(engine);
+      expect(scanned).toEqual([...keys].sort(compareKeys));
+      expect(await keysOf(engine, {}, true)).toEqual([...scanned].reverse());
       await engine.transact("readwrite", async (tx) => {
         for (let i = 0; i < n; i++) tx.delete(keys[(i * 104729) % n]!);
       });
       const after = engine.inspectIndex();
       after.check();
       expect(after.size).toBe(0);
-      expect(after.height).toBe(1);
+      expect(after.height).toBe(0);
       expect(await scanAll(engine)).toEqual([]);
     }
   });

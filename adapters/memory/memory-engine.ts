@@ -5,19 +5,19 @@
  * inspect the ordered index (`inspectIndex`).
  *
  * What it promises, beyond the {@link Engine} contract:
- * - Storage: a {@link TupleMap} (`src/tuple-map.ts`) from each key to its slot
- *   `{ enc, value, key }`, for point reads, overwrites and deletes in
- *   O(key length) native `Map` lookups without building the key's encoding,
- *   plus a B+ tree (`./btree`) of the same slots ordered by the
- *   order-preserving key encoding (`./key-encoding`), for O(log n) inserts and
- *   deletes and O(log n + k) scans. A key is encoded only when it enters the
- *   tree (a new key) or bounds a scan. Overwriting an existing key replaces the
- *   slot's value and does not touch the tree.
+ * - Storage: an {@link OrderedTrie} (`./ordered-trie`): one node per key
+ *   prefix, children found by element in native `Map`s and kept in order per
+ *   node. Point reads, overwrites and deletes cost O(key length) `Map`
+ *   lookups and never build an encoding of the key; a new key costs, on top,
+ *   an insert into the sorted elements of the one node it joins (an append
+ *   when its last element is the largest, as positions and times are), and a
+ *   scan of k entries walks O(key length) sorted element lists to its start,
+ *   then the k entries.
  * - Transactions run one at a time, in the order `transact` was called. Writes
  *   apply at once (so the body reads its own writes, and nothing else can
  *   observe them until it settles because nothing else runs), and each is
- *   recorded in an undo log (the slot and its previous value and key; a
- *   readonly transaction has none) that is replayed backwards when the body
+ *   recorded in an undo log (the key as stored before, and its previous value
+ *   or none; a readonly transaction has none) that is replayed backwards when the body
  *   throws or rejects, or when any call on the handle failed (see below).
  * - Every call on a transaction handle validates synchronously and throws
  *   from the call itself: `InvalidKeyError` for a bad key, `TypeError` for a
@@ -37,7 +37,7 @@
  *   types say (freezing them was measured to cost about a quarter of the time
  *   of a `put`).
  * - `scan` intersects `prefix`, `lower` and `upper` into one interval of
- *   encodings, so it visits exactly the keys `inRange` accepts: an empty
+ *   keys (`scanBounds`), so it visits exactly the keys `inRange` accepts: an empty
  *   prefix means every key, and an absent (or falsy) bound is unbounded.
  *   `deleteRange` deletes exactly the keys `scan` of the same range visits.
  * - `close()` refuses later `transact` calls, lets the already queued ones
@@ -60,34 +60,16 @@ import {
   type ScanOptions,
   type TransactionMode,
 } from "../../src/engine.js";
-import { BTree } from "../../src/ordered/btree.js";
-import { encodedInterval, encodeKey } from "../../src/ordered/key-encoding.js";
-import { TupleMap } from "../../src/tuple-map.js";
+import { ABSENT, OrderedTrie, scanBounds, type TrieNode } from "./ordered-trie.js";
 
 /** Options of the {@link MemoryEngine} constructor (internal, for tests). */
 export interface MemoryEngineInternals {
-  /** B+ tree node capacity (default 64); tests use tiny ones to get deep trees. */
-  readonly nodeCapacity?: number;
+  /**
+   * Elements per chunk of a trie node's sorted children (default 256);
+   * tests use tiny ones to get many chunks.
+   */
+  readonly chunkCapacity?: number;
 }
-
-/**
- * One stored key: its encoding (the tree's sort key, immutable), a private
- * copy of the key (as last put: it differs from earlier puts of the same key
- * only in the sign of a zero) and its current value.
- */
-interface Slot {
-  readonly enc: string;
-  key: Key;
-  value: unknown;
-}
-
-/**
- * Undo-log markers. The log holds triples `(slot, previous value, previous
- * key)`: the slot's fields before an overwrite, or one of these markers (no
- * value can be one of these private symbols).
- */
-const INSERTED: unique symbol = Symbol("inserted"); // the slot was added: remove it again
-const REMOVED: unique symbol = Symbol("removed"); // the slot was removed: add it back
 
 /** What {@link checkKey} returns. */
 const INVALID = 0;
@@ -100,11 +82,6 @@ const PREFIX = "isostore memory engine: ";
 /** What `get` returns for a missing key (one shared, already resolved promise). */
 const RESOLVED_UNDEFINED: Promise<undefined> = Promise.resolve(undefined);
 
-/** The stored data shared by the engine and its transactions. */
-interface Store {
-  readonly slots: TupleMap<Slot>;
-  readonly tree: BTree<Slot>;
-}
 
 /** A queued `transact` call, linked to the next one in the queue. */
 interface Job {
@@ -145,19 +122,23 @@ class MemoryTransaction implements EngineTransaction {
   /** Set by the first failing call; dooms the transaction. */
   failed = false;
   failure: unknown = undefined;
-  /** Undo log: triples `(slot, previous value or marker, previous key)`; created by the first write. */
+  /**
+   * Undo log: pairs `(key, previous value)`, the key as stored before the
+   * write and the value {@link ABSENT} when the key had no entry; created by
+   * the first write.
+   */
   private undo: unknown[] | null = null;
 
   constructor(
-    private readonly store: Store,
+    private readonly store: OrderedTrie,
     private readonly readonly: boolean,
   ) {}
 
   get<V = unknown>(key: Key): Promise<V | undefined> {
     if (!this.live) throw dead();
     if (checkKey(key) === INVALID) throw this.fail(invalidKeyError(key));
-    const slot = this.store.slots.get(key);
-    return slot === undefined ? RESOLVED_UNDEFINED : Promise.resolve(slot.value as V);
+    const node = this.store.find(key);
+    return node === undefined ? RESOLVED_UNDEFINED : Promise.resolve(node.value as V);
   }
 
   put(key: Key, value: unknown): void {
@@ -166,21 +147,22 @@ class MemoryTransaction implements EngineTransaction {
     const check = checkKey(key);
     if (check === INVALID) throw this.fail(invalidKeyError(key));
     try {
-      const leaf = this.store.slots.leaf(key);
-      const last = key[key.length - 1]!;
-      const slot = leaf.get(last) as Slot | undefined;
-      if (slot === undefined) {
+      const node = this.store.node(key);
+      const previous = node.value;
+      if (previous === ABSENT) {
         // Copy the key (a caller may reuse its array); keep the value by reference.
-        const created: Slot = { enc: encodeKey(key), key: copyKey(key), value };
-        this.store.tree.insert(created);
-        leaf.set(last, created);
-        this.log(created, INSERTED, undefined);
+        const stored = copyKey(key);
+        node.key = stored;
+        node.value = value;
+        this.store.size++;
+        this.log(stored, ABSENT);
       } else {
-        this.log(slot, slot.value, slot.key);
-        slot.value = value;
+        const stored = node.key!;
+        this.log(stored, previous);
+        node.value = value;
         // The stored key equals `key` element-wise: only a -0 on either side
         // can tell them apart, and then the latest put's key wins.
-        if (check === VALID_NEGATIVE_ZERO || hasNegativeZero(slot.key)) slot.key = copyKey(key);
+        if (check === VALID_NEGATIVE_ZERO || hasNegativeZero(stored)) node.key = copyKey(key);
       }
     } catch (error) {
       throw this.fail(error);
@@ -192,10 +174,8 @@ class MemoryTransaction implements EngineTransaction {
     if (this.readonly) throw this.fail(readonlyWrite("delete"));
     if (checkKey(key) === INVALID) throw this.fail(invalidKeyError(key));
     try {
-      const slot = this.store.slots.delete(key);
-      if (slot === undefined) return;
-      this.store.tree.delete(slot.enc);
-      this.log(slot, REMOVED, undefined);
+      const previous = this.store.delete(key);
+      if (previous !== ABSENT) this.log(this.store.removedKey!, previous);
     } catch (error) {
       throw this.fail(error);
     }
@@ -206,10 +186,10 @@ class MemoryTransaction implements EngineTransaction {
     try {
       const limit = checkScanLimit(options?.limit, PREFIX);
       const reverse = options?.reverse === true;
-      const { lower, lowerOpen, upper, upperOpen } = encodedInterval(range);
+      const bounds = scanBounds(range);
       const out: Entry[] = [];
-      this.store.tree.scan(lower, lowerOpen, upper, upperOpen, reverse, limit, (slot) => {
-        out.push({ key: slot.key, value: slot.value });
+      this.store.scan(bounds, reverse, limit, (node) => {
+        out.push({ key: node.key!, value: node.value });
       });
       return Promise.resolve(out as Entry<V>[]);
     } catch (error) {
@@ -217,21 +197,18 @@ class MemoryTransaction implements EngineTransaction {
     }
   }
 
-  /** Delete every key of `range`: one walk of the tree, then a delete per key (each in the undo log). */
+  /** Delete every key of `range`: one walk of the trie, then a delete per key (each in the undo log). */
   deleteRange(range: KeyRange): void {
     if (!this.live) throw dead();
     if (this.readonly) throw this.fail(readonlyWrite("deleteRange"));
     try {
-      const { lower, lowerOpen, upper, upperOpen } = encodedInterval(range);
-      const doomed: Slot[] = [];
-      const { slots, tree } = this.store;
-      tree.scan(lower, lowerOpen, upper, upperOpen, false, Infinity, (slot) => {
-        doomed.push(slot);
+      const doomed: Key[] = [];
+      this.store.scan(scanBounds(range), false, Infinity, (node: TrieNode) => {
+        doomed.push(node.key!);
       });
-      for (const slot of doomed) {
-        slots.delete(slot.key);
-        tree.delete(slot.enc);
-        this.log(slot, REMOVED, undefined);
+      for (const key of doomed) {
+        const previous = this.store.delete(key);
+        this.log(key, previous);
       }
     } catch (error) {
       throw this.fail(error);
@@ -243,19 +220,17 @@ class MemoryTransaction implements EngineTransaction {
     const undo = this.undo;
     if (undo === null) return;
     this.undo = null;
-    const { slots, tree } = this.store;
-    for (let i = undo.length - 3; i >= 0; i -= 3) {
-      const slot = undo[i] as Slot;
+    const store = this.store;
+    for (let i = undo.length - 2; i >= 0; i -= 2) {
+      const key = undo[i] as Key;
       const previous = undo[i + 1];
-      if (previous === INSERTED) {
-        slots.delete(slot.key);
-        tree.delete(slot.enc);
-      } else if (previous === REMOVED) {
-        tree.insert(slot);
-        slots.set(slot.key, slot);
+      if (previous === ABSENT) {
+        store.delete(key);
       } else {
-        slot.value = previous;
-        slot.key = undo[i + 2] as Key;
+        const node = store.node(key);
+        if (node.value === ABSENT) store.size++;
+        node.value = previous;
+        node.key = key;
       }
     }
   }
@@ -265,11 +240,11 @@ class MemoryTransaction implements EngineTransaction {
     this.undo = null;
   }
 
-  /** Append one undo record (the first one creates the log, sized for it). */
-  private log(slot: Slot, previous: unknown, previousKey: Key | undefined): void {
+  /** Append one undo record (the first one creates the log). */
+  private log(key: Key, previous: unknown): void {
     const undo = this.undo;
-    if (undo === null) this.undo = [slot, previous, previousKey];
-    else undo.push(slot, previous, previousKey);
+    if (undo === null) this.undo = [key, previous];
+    else undo.push(key, previous);
   }
 
   /** Record the first failure (it dooms the transaction) and return `error` to rethrow. */
@@ -349,7 +324,7 @@ export class MemoryEngine implements Engine {
   readonly durable = false;
   /** Reads are lookups in process memory: no round trip to save by reading ahead. */
   readonly localReads = true;
-  private readonly store: Store;
+  private readonly store: OrderedTrie;
   private closed = false;
   /** Whether a transaction body is running or about to start. */
   private busy = false;
@@ -373,7 +348,7 @@ export class MemoryEngine implements Engine {
   };
 
   constructor(internals: MemoryEngineInternals = {}) {
-    this.store = { slots: new TupleMap<Slot>(), tree: new BTree<Slot>(internals.nodeCapacity ?? 64) };
+    this.store = new OrderedTrie(internals.chunkCapacity);
   }
 
   /**
@@ -419,12 +394,13 @@ export class MemoryEngine implements Engine {
   }
 
   /**
-   * The ordered index, for tests: its size, its height and its structural
-   * check. Not part of the Engine contract.
+   * The ordered trie, for tests: its number of entries, its height (the
+   * longest stored key's length; 0 when empty) and its structural check.
+   * Not part of the Engine contract.
    */
   inspectIndex(): { readonly size: number; readonly height: number; check(): void } {
-    const tree = this.store.tree;
-    return { size: tree.size, height: tree.height, check: () => tree.check() };
+    const trie = this.store;
+    return { size: trie.size, height: trie.check(), check: () => trie.check() };
   }
 
   /** Start the next queued transaction, or go idle (and release a closed engine). */
@@ -486,7 +462,6 @@ export class MemoryEngine implements Engine {
 
   /** Drop the data of a closed engine. */
   private release(): void {
-    this.store.slots.clear();
-    this.store.tree.clear();
+    this.store.clear();
   }
 }

@@ -1,5 +1,5 @@
 /**
- * Tests of the memory engine's B+ tree: random inserts, deletes and bounded
+ * Tests of the B+ tree (`./btree`): random inserts, deletes and bounded
  * scans against a sorted array, with every structural invariant checked after
  * each step, and the balance promises (logarithmic height, empty after
  * deleting everything).

@@ -1,6 +1,6 @@
 /**
- * An in-memory B+ tree of items ordered by a string key, for the memory
- * engine's ordered index.
+ * An in-memory B+ tree of items ordered by a string key: the sorted caches of
+ * the IndexedDB engine (its log and pages) and of the Durable Objects engine.
  *
  * Promises (checked by `btree.test.ts` against a sorted array, and by
  * {@link BTree.check}):
