@@ -28,7 +28,7 @@ import { BLOB_CHUNK_BYTES, storeLayout, type BlobMetaRow, type StoreLayout } fro
 import { validateName, validatePrefix } from "./names.js";
 import { throwIfAborted, type CallOptions } from "./options.js";
 import { transact } from "./transaction.js";
-import { isBytes, newByteStream, sha256, toHex, type ByteStream, type PlatformByteStream } from "./web.js";
+import { isBytes, newByteStream, sha256, toHex, type ByteStream, type ByteStreamReader, type PlatformByteStream } from "./web.js";
 
 export { BLOB_CHUNK_BYTES };
 
@@ -41,6 +41,10 @@ export interface Blobs {
    * Store `content` at `key`. The same bytes again is a no-op success.
    *
    * @throws {BlobConflictError} when `key` holds different content (left untouched).
+   * @throws {InvalidArgumentError} (`argument` `"content"`, nothing stored) when
+   *   `content` is neither bytes nor a readable stream of them: not a stream, a
+   *   locked stream, a chunk that is not a `Uint8Array`, a stream that fails
+   *   (its error as `cause`), or more than {@link MAX_BLOB_BYTES}.
    * @throws {AmbiguousError} (`operation` `"blobs.put"`, networked stores only)
    *   when the put got no answer: the blob may have been stored (putting the
    *   same bytes again is safe).
@@ -97,12 +101,30 @@ export async function contentAddress(content: ByteStream | Uint8Array): Promise<
   return toHex(await sha256(bytes));
 }
 
-/** Read a stream of `Uint8Array` chunks into one array, refusing more than `max` bytes. */
+/** `error`'s message, for the message of the error that wraps it. */
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Read a stream of `Uint8Array` chunks into one array, refusing more than `max` bytes.
+ *
+ * @throws {InvalidArgumentError} (`argument` `"content"`) when `stream` cannot be
+ *   read (not a stream, already locked, a reader that does not work, a chunk
+ *   that is not a `Uint8Array`), fails while it is read (its error as `cause`),
+ *   or holds more than `max` bytes.
+ */
 export async function readAll(stream: ByteStream, max: number = Number.MAX_SAFE_INTEGER): Promise<Uint8Array> {
   if (stream === null || typeof stream !== "object" || typeof stream.getReader !== "function") {
     throw new InvalidArgumentError("content", "must be a Uint8Array or a ReadableStream of Uint8Array");
   }
-  const reader = stream.getReader();
+  let reader: ByteStreamReader;
+  try {
+    reader = stream.getReader(); // throws for a stream that is locked (already being read)
+  } catch (error) {
+    throw new InvalidArgumentError("content", `the content stream cannot be read: ${messageOf(error)}`, error);
+  }
+  if (reader === null || typeof reader !== "object") throw new InvalidArgumentError("content", "the content stream's getReader() returned no reader");
   const parts: Uint8Array[] = [];
   let size = 0;
   try {
@@ -115,12 +137,15 @@ export async function readAll(stream: ByteStream, max: number = Number.MAX_SAFE_
       parts.push(copyBytes(step.value));
     }
   } catch (error) {
-    await reader.cancel(error).catch(() => undefined); // the stream's own error is already the one we report
+    // The stream's own error is already the one we report; a failure to cancel (or a reader without cancel) adds nothing.
+    await Promise.resolve()
+      .then(() => reader.cancel(error))
+      .catch(() => undefined);
     if (error instanceof StorageError) throw error;
     // The caller's stream failed (an upload that broke off): a typed refusal of the content, its error as cause.
-    throw new InvalidArgumentError("content", `the content stream failed: ${error instanceof Error ? error.message : String(error)}`, error);
+    throw new InvalidArgumentError("content", `the content stream failed: ${messageOf(error)}`, error);
   } finally {
-    reader.releaseLock();
+    releaseQuietly(reader);
   }
   const all = new Uint8Array(size);
   let offset = 0;
@@ -129,6 +154,15 @@ export async function readAll(stream: ByteStream, max: number = Number.MAX_SAFE_
     offset += part.length;
   }
   return all;
+}
+
+/** Release the reader's lock; a reader that cannot (a hand-made one without `releaseLock`) changes nothing about the outcome. */
+function releaseQuietly(reader: ByteStreamReader): void {
+  try {
+    reader.releaseLock();
+  } catch {
+    // Deliberately ignored: the content is already read (or refused with its own error), and nothing was stored.
+  }
 }
 
 class EngineBlobs implements Blobs {

@@ -24,14 +24,19 @@
  *   own transaction.
  *
  * Renewal runs every `renewEveryMs` (default a third of `ttlMs`) on the
- * injected scheduler and clock, so tests drive it on virtual time.
+ * injected scheduler and clock, so tests drive it on virtual time. Beside it,
+ * a second timer stands at the lease's expiry as the holder knows it (the
+ * expiry it wrote, computed from the clock read before the write) and is
+ * moved on by each successful renewal: when it fires, the holder gives up
+ * whatever its renewal is doing, so a renewal that never settles, or an
+ * `onRenewError` that throws, cannot keep the signal from aborting.
  */
 import type { Engine } from "../engine.js";
 import { LeaseHeldError, LeaseLostError, InvalidArgumentError } from "./errors.js";
 import { holds } from "./fence.js";
 import { storeLayout, type LeaseRow, type StoreLayout } from "./layout.js";
 import { validateName } from "./names.js";
-import { throwIfAborted, type CallOptions, type PlatformAbortSignal } from "./options.js";
+import { checkOptionalFunction, throwIfAborted, type CallOptions, type PlatformAbortSignal } from "./options.js";
 import { checkCount, transact } from "./transaction.js";
 import { newAbortController, type SignalSource } from "./web.js";
 
@@ -39,7 +44,8 @@ import { newAbortController, type SignalSource } from "./web.js";
  * Timers, injected so leases run on virtual time in tests. Defaults to the
  * global timers. A callback may return the promise of the work it started
  * (a renewal), so a virtual scheduler can wait for that work before it moves
- * the clock on; real timers ignore it.
+ * the clock on; real timers ignore it. A scheduler need not wait: the lease
+ * gives up at its expiry on a timer of its own, whatever a renewal does.
  */
 export interface Scheduler {
   setTimeout(callback: () => unknown, ms: number): unknown;
@@ -50,9 +56,9 @@ export interface Scheduler {
 export const DEFAULT_LEASE_TTL_MS = 30_000;
 
 /**
- * A granted lease. While it is held, a renewal timer is scheduled on the
- * leaser's scheduler (with the global timers that keeps a Node process
- * alive): release it, or let it be lost, when done.
+ * A granted lease. While it is held, a renewal timer and an expiry timer are
+ * scheduled on the leaser's scheduler (with the global timers that keeps a
+ * Node process alive): release it, or let it be lost, when done.
  */
 export interface Lease {
   readonly name: string;
@@ -60,7 +66,11 @@ export interface Lease {
   readonly epoch: number;
   /** Aborts once (reason: {@link LeaseLostError}) when ownership is lost: release, expiry, takeover. */
   readonly signal: PlatformAbortSignal;
-  /** Give the lease up. Idempotent, also after loss; never frees a later holder. */
+  /**
+   * Give the lease up. Idempotent, also after loss; never frees a later
+   * holder. Once a release has succeeded, a later call resolves at once, even
+   * with an aborted signal (there is nothing left to do).
+   */
   release(options?: CallOptions): Promise<void>;
 }
 
@@ -84,21 +94,40 @@ export interface Leaser {
 export interface LeaserOptions {
   /** The store's name (storage name grammar): keys live under `["s", store]`. */
   readonly store: string;
-  /** Epoch ms. Defaults to `Date.now`. */
+  /** Epoch ms. Defaults to `Date.now`. A function, else {@link InvalidArgumentError}. */
   readonly clock?: (() => number) | undefined;
-  /** Defaults to the global `setTimeout` / `clearTimeout`. */
+  /** Defaults to the global `setTimeout` / `clearTimeout`. Both must be functions, else {@link InvalidArgumentError}. */
   readonly scheduler?: Scheduler | undefined;
   /** How long a grant or renewal lasts. Default {@link DEFAULT_LEASE_TTL_MS}. */
   readonly ttlMs?: number | undefined;
   /** How often a holder renews; less than `ttlMs`. Default `ttlMs / 3`. */
   readonly renewEveryMs?: number | undefined;
-  /** Told about a renewal the engine failed (the lease is kept until its expiry, and retried). */
+  /**
+   * Told about a renewal the engine failed (the lease is kept until its
+   * expiry, and retried). What it throws is ignored: renewal goes on, and the
+   * lease is still given up at its expiry.
+   */
   readonly onRenewError?: ((error: unknown) => void) | undefined;
 }
 
 function globalScheduler(): Scheduler {
   const host = globalThis as unknown as { setTimeout: (callback: () => void, ms: number) => unknown; clearTimeout: (handle: unknown) => void };
   return { setTimeout: (callback, ms) => host.setTimeout(() => void callback(), ms), clearTimeout: (handle) => host.clearTimeout(handle) };
+}
+
+/**
+ * Check a `scheduler` option when it is given: an object whose `setTimeout`
+ * and `clearTimeout` are functions.
+ *
+ * @throws {InvalidArgumentError} naming `argument` otherwise.
+ * @internal
+ */
+export function checkScheduler(argument: string, scheduler: Scheduler | undefined): Scheduler | undefined {
+  if (scheduler === undefined) return undefined;
+  if (scheduler === null || typeof scheduler !== "object" || typeof scheduler.setTimeout !== "function" || typeof scheduler.clearTimeout !== "function") {
+    throw new InvalidArgumentError(argument, "must be an object with setTimeout and clearTimeout functions");
+  }
+  return scheduler;
 }
 
 /**
@@ -114,18 +143,16 @@ function globalScheduler(): Scheduler {
  * ```
  */
 export function createLeaser(engine: Engine, options: LeaserOptions): Leaser {
+  const layout = storeLayout(options);
   // At least 2 ms: a lease renews strictly before it runs out, every whole millisecond or more.
   const ttlMs = checkCount("ttlMs", options.ttlMs ?? DEFAULT_LEASE_TTL_MS, 2);
   const renewEveryMs = checkCount("renewEveryMs", options.renewEveryMs ?? Math.max(1, Math.floor(ttlMs / 3)), 1);
   if (renewEveryMs >= ttlMs) throw new InvalidArgumentError("renewEveryMs", "must be less than ttlMs");
-  return new EngineLeaser(engine, {
-    layout: storeLayout(options),
-    clock: options.clock ?? Date.now,
-    scheduler: options.scheduler ?? globalScheduler(),
-    ttlMs,
-    renewEveryMs,
-    onRenewError: options.onRenewError ?? (() => undefined),
-  });
+  // Checked here, not at first use: acquire commits its grant before it arms the lease's timers.
+  const clock = checkOptionalFunction("clock", options.clock) ?? Date.now;
+  const scheduler = checkScheduler("scheduler", options.scheduler) ?? globalScheduler();
+  const onRenewError = checkOptionalFunction("onRenewError", options.onRenewError) ?? (() => undefined);
+  return new EngineLeaser(engine, { layout, clock, scheduler, ttlMs, renewEveryMs, onRenewError });
 }
 
 interface LeaserConfig {
@@ -171,7 +198,9 @@ class EngineLeaser implements Leaser {
 class HeldLease implements Lease {
   readonly signal: PlatformAbortSignal;
   private readonly controller: SignalSource;
-  private timer: unknown;
+  private renewTimer: unknown;
+  /** Stands at {@link expiresAt}: gives the lease up then, whatever a renewal in flight does. */
+  private expiryTimer: unknown;
   private released = false;
 
   constructor(
@@ -179,55 +208,93 @@ class HeldLease implements Lease {
     private readonly config: LeaserConfig,
     readonly name: string,
     readonly epoch: number,
-    /** Until when this holder may assert ownership, as far as it knows. */
+    /**
+     * Until when this holder may assert ownership, as far as it knows: the
+     * expiry it wrote, computed from the clock read before the write, so no
+     * one else can be granted the name before it.
+     */
     private expiresAt: number,
   ) {
     this.controller = newAbortController();
     this.signal = this.controller.signal as unknown as PlatformAbortSignal;
-    this.schedule();
+    this.armExpiry();
+    this.scheduleRenewal();
   }
 
   private get lost(): boolean {
     return this.controller.signal.aborted;
   }
 
-  private schedule(): void {
+  private scheduleRenewal(): void {
     const delay = Math.max(0, Math.min(this.config.renewEveryMs, this.expiresAt - this.config.clock()));
     // tick() never rejects (renewal failures go to onRenewError), so handing its promise to the scheduler is safe.
-    this.timer = this.config.scheduler.setTimeout(() => this.tick(), delay);
+    this.renewTimer = this.config.scheduler.setTimeout(() => this.tick(), delay);
+  }
+
+  /** (Re)arm the expiry timer at {@link expiresAt}. */
+  private armExpiry(): void {
+    if (this.expiryTimer !== undefined) this.config.scheduler.clearTimeout(this.expiryTimer);
+    const delay = Math.max(0, this.expiresAt - this.config.clock());
+    this.expiryTimer = this.config.scheduler.setTimeout(() => this.expire(), delay);
+  }
+
+  private expire(): void {
+    this.expiryTimer = undefined;
+    if (this.lost) return;
+    if (this.config.clock() >= this.expiresAt) this.lose();
+    else this.armExpiry(); // woke before the clock reached the expiry (a real timer's rounding): wait out the rest
   }
 
   /** Renew, or give up when the expiry passed or the row names someone else. Never throws. */
   private async tick(): Promise<void> {
-    this.timer = undefined;
+    this.renewTimer = undefined;
     if (this.lost) return;
     const now = this.config.clock();
     if (now >= this.expiresAt) return this.lose();
     const { layout, ttlMs } = this.config;
+    let renewed: boolean;
     try {
-      const renewed = await transact(this.engine, "readwrite", "lease.renew", undefined, async (tx) => {
+      renewed = await transact(this.engine, "readwrite", "lease.renew", undefined, async (tx) => {
         const row = await tx.get<LeaseRow>(layout.lease(this.name));
         if (!holds(row, this.epoch, now)) return false;
         tx.put(layout.lease(this.name), { epoch: this.epoch, expiresAt: now + ttlMs } satisfies LeaseRow);
         return true;
       });
-      if (!renewed) return this.lose();
-      this.expiresAt = now + ttlMs;
     } catch (error) {
-      this.config.onRenewError(error);
+      this.reportRenewError(error);
+      if (!this.lost) this.scheduleRenewal(); // retried until it succeeds or the expiry timer gives the lease up
+      return;
     }
-    if (!this.lost) this.schedule();
+    // Released, or given up at its expiry, while the renewal ran: stay lost (a renewal
+    // that landed late only keeps the row until its new expiry; release clears it).
+    if (this.lost) return;
+    if (!renewed) return this.lose();
+    this.expiresAt = now + ttlMs;
+    this.armExpiry();
+    this.scheduleRenewal();
+  }
+
+  private reportRenewError(error: unknown): void {
+    try {
+      this.config.onRenewError(error);
+    } catch {
+      // Deliberately ignored: the callback is where renewal failures are told, so
+      // there is nowhere further to tell its own failure, and it must neither
+      // reject the timer's promise (an unhandled rejection) nor stop renewal.
+    }
   }
 
   private lose(): void {
-    if (this.timer !== undefined) this.config.scheduler.clearTimeout(this.timer);
-    this.timer = undefined;
+    for (const timer of [this.renewTimer, this.expiryTimer]) if (timer !== undefined) this.config.scheduler.clearTimeout(timer);
+    this.renewTimer = undefined;
+    this.expiryTimer = undefined;
     if (!this.lost) this.controller.abort(new LeaseLostError(this.name, this.epoch));
   }
 
   async release(options?: CallOptions): Promise<void> {
-    throwIfAborted(options);
+    // Idempotent: once released there is nothing to do, whatever the signal says.
     if (this.released) return;
+    throwIfAborted(options);
     // Stop asserting ownership first: from here on this holder does no more work under the lease.
     this.lose();
     const { layout } = this.config;

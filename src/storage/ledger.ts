@@ -326,7 +326,10 @@ class EngineLedger implements Ledger {
  * are immutable and contiguous) ends the cursor the same way, so it never
  * hands out records past a hole. The error is sticky: later calls throw it
  * again. The engine ledger reads a page per transaction; a remote client
- * reads a page per call.
+ * reads a page per call. Calls of `next` (also through the async iterator)
+ * take turns: one that starts while another is still running waits for it,
+ * so overlapping calls hand out each record once, in call order, then
+ * `undefined`.
  *
  * @internal
  */
@@ -334,6 +337,8 @@ export class PagedLedgerCursor implements LedgerCursor {
   private buffer: LedgerRecord[] = [];
   private closed = false;
   private failure: RecordNotFoundError | null = null;
+  /** Settles when the latest `next` call has: the next call starts after it (never rejects). */
+  private turn: Promise<void> = Promise.resolve();
   /** The tip fixed at open: the last record this cursor hands out. */
   private readonly bound: number;
   readonly life: number;
@@ -351,8 +356,23 @@ export class PagedLedgerCursor implements LedgerCursor {
 
   async next(options?: CallOptions): Promise<LedgerRecord | undefined> {
     throwIfAborted(options);
+    // Two calls filling at once would both read the page at the same `nextSeq` and hand its records out twice.
+    const result = this.turn.then(() => this.nextInTurn(options));
+    this.turn = result.then(
+      () => undefined,
+      () => undefined, // the caller gets the rejection from `result`; the next call only waits for it
+    );
+    return result;
+  }
+
+  private async nextInTurn(options: CallOptions | undefined): Promise<LedgerRecord | undefined> {
+    throwIfAborted(options);
     if (this.closed) return undefined;
     if (this.buffer.length === 0 && this.nextSeq <= this.bound) await this.fill(options);
+    if (this.closed) {
+      this.buffer = []; // closed while the page was read: what it read is not handed out
+      return undefined;
+    }
     return this.buffer.shift();
   }
 

@@ -72,3 +72,16 @@ export function throwIfAborted(options: CallOptions | undefined): void {
   // eslint-disable-next-line @typescript-eslint/only-throw-error
   if (signal.aborted) throw signal.reason ?? new AbortedError();
 }
+
+/**
+ * Check an optional function-valued option of a factory (a clock, a
+ * callback) when it is given, so a bad one is refused where it is passed,
+ * before anything is created, rather than as an untyped `TypeError` in the
+ * middle of a later call.
+ *
+ * @throws {InvalidArgumentError} naming `argument` when `value` is neither `undefined` nor a function.
+ */
+export function checkOptionalFunction<T>(argument: string, value: T | undefined): T | undefined {
+  if (value !== undefined && typeof value !== "function") throw new InvalidArgumentError(argument, "must be a function");
+  return value;
+}

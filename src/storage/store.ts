@@ -12,12 +12,18 @@ import { createBlobs } from "./blobs.js";
 import { createComposite, type Composite } from "./composite.js";
 import { InvalidArgumentError } from "./errors.js";
 import { createKV } from "./kv.js";
-import { createLeaser, type Scheduler } from "./leaser.js";
+import { checkScheduler, createLeaser, type Scheduler } from "./leaser.js";
 import { createLedger } from "./ledger.js";
 import { validateName } from "./names.js";
+import { checkOptionalFunction } from "./options.js";
 import { createOrderedIndex } from "./ordered/index.js";
 
-/** Options of {@link createStore}. */
+/**
+ * Options of {@link createStore}. Each is checked when the store is created
+ * (a clock or callback that is not a function, a scheduler without
+ * `setTimeout` / `clearTimeout` functions, a bad lease time): the store is
+ * not created, and {@link InvalidArgumentError} names the option.
+ */
 export interface StoreOptions {
   /** The store's name (storage name grammar); one engine can hold many stores. */
   readonly name: string;
@@ -41,6 +47,8 @@ export interface Store extends Composite {
  * Wire the ledger, leaser, KV, blobs and ordered index of store `name` over
  * `engine`.
  *
+ * @throws {InvalidArgumentError} naming the option, for a bad name or option.
+ *
  * @example
  * ```ts
  * import { createStore } from "isostore";
@@ -56,7 +64,10 @@ export interface Store extends Composite {
 export function createStore(engine: Engine, options: StoreOptions): Store {
   if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "createStore needs { name }");
   const name = validateName(options.name);
-  const clock = options.clock ?? Date.now;
+  // Checked under the store's own option names (the leaser checks them again under its names).
+  const clock = checkOptionalFunction("clock", options.clock) ?? Date.now;
+  checkScheduler("scheduler", options.scheduler);
+  checkOptionalFunction("onLeaseRenewError", options.onLeaseRenewError);
   const composite = createComposite({
     ledger: createLedger(engine, { store: name, clock }),
     leaser: createLeaser(engine, {

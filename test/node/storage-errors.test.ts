@@ -1,27 +1,88 @@
 /**
  * Engine-independent rules of the storage primitives: the name grammar as a
  * property against the spec's regular expression, the shape of the typed
- * errors, and how engine failures surface.
+ * errors, how engine failures surface (a renewal that fails or never
+ * settles included), argument and option checks, and calls that overlap.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { newByteStream } from "../../src/storage/web.js";
+import { virtualClock, type VirtualClock } from "../../src/testing/index.js";
 import {
   AppendVerifyError,
   ConflictError,
+  createLeaser,
   createStore,
   InvalidNameError,
+  InvalidStorageArgumentError,
   LeaseHeldError,
   MAX_NAME_BYTES,
   StorageBackendError,
   StorageError,
   validateName,
   type Engine,
+  type Scheduler,
 } from "../../src/index.js";
 
 const GRAMMAR = /^[a-z0-9][a-z0-9_.-]*(\/[a-z0-9][a-z0-9_.-]*)*$/;
 const utf8Bytes = (text: string) => new TextEncoder().encode(text).length;
+
+/**
+ * A scheduler driven by hand that, like real timers, does not wait for the
+ * work a callback starts (the conformance suite's virtual scheduler does, so
+ * a renewal that never settles would stall it). It keeps what any callback's
+ * promise rejected with: with real timers that is an unhandled rejection.
+ */
+function handScheduler(time: VirtualClock): Scheduler & { advance(ms: number): Promise<void>; readonly rejections: unknown[] } {
+  let timers: { id: number; at: number; callback: () => unknown }[] = [];
+  let nextId = 1;
+  const rejections: unknown[] = [];
+  const settle = async () => {
+    for (let i = 0; i < 3; i++) await new Promise<void>((resolve) => setTimeout(resolve, 0));
+  };
+  return {
+    rejections,
+    setTimeout(callback, ms) {
+      timers.push({ id: nextId, at: time.now + Math.max(0, ms), callback });
+      return nextId++;
+    },
+    clearTimeout(handle) {
+      timers = timers.filter((timer) => timer.id !== handle);
+    },
+    async advance(ms) {
+      const target = time.now + ms;
+      for (;;) {
+        const due = timers.filter((timer) => timer.at <= target).sort((a, b) => a.at - b.at || a.id - b.id)[0];
+        if (due === undefined) break;
+        timers = timers.filter((timer) => timer !== due);
+        time.now = Math.max(time.now, due.at);
+        Promise.resolve(due.callback()).catch((error: unknown) => rejections.push(error));
+        await settle();
+      }
+      time.now = target;
+      await settle();
+    },
+  };
+}
+
+/** A memory engine whose read-write transactions, while `mode` says so, fail or never settle. */
+function troubledEngine(): { engine: Engine; mode: "ok" | "fail" | "hang" } {
+  const inner = memoryEngine();
+  const state: { engine: Engine; mode: "ok" | "fail" | "hang" } = {
+    mode: "ok",
+    engine: {
+      durable: false,
+      close: () => inner.close(),
+      transact: (mode, fn) => {
+        if (mode === "readwrite" && state.mode === "hang") return new Promise(() => undefined);
+        if (mode === "readwrite" && state.mode === "fail") return Promise.reject(new Error("engine down"));
+        return inner.transact(mode, fn);
+      },
+    },
+  };
+  return state;
+}
 
 describe("storage name grammar", () => {
   it("accepts exactly the names the spec's grammar describes, up to 512 bytes", () => {
@@ -113,6 +174,23 @@ describe("argument checks", () => {
     await engine.close();
   });
 
+  it("refuse a clock, scheduler or renewal-error callback that is not a function (or has no timer functions), naming the option, before anything is created", async () => {
+    const engine = memoryEngine();
+    const refused = (argument: string) => expect.objectContaining({ code: "invalid_argument", argument }) as Error;
+    expect(() => createStore(engine, { name: "app", clock: 5 as never })).toThrow(refused("clock"));
+    expect(() => createStore(engine, { name: "app", scheduler: {} as never })).toThrow(refused("scheduler"));
+    expect(() => createStore(engine, { name: "app", scheduler: { setTimeout: () => 1 } as never })).toThrow(refused("scheduler"));
+    expect(() => createStore(engine, { name: "app", onLeaseRenewError: "log" as never })).toThrow(refused("onLeaseRenewError"));
+    expect(() => createLeaser(engine, { store: "app", clock: "now" as never })).toThrow(InvalidStorageArgumentError);
+    expect(() => createLeaser(engine, { store: "app", scheduler: { setTimeout: 1, clearTimeout: 2 } as never })).toThrow(refused("scheduler"));
+    expect(() => createLeaser(engine, { store: "app", onRenewError: {} as never })).toThrow(refused("onRenewError"));
+    // Nothing was granted on the way: the name is free.
+    const lease = await createStore(engine, { name: "app" }).leaser.acquire("job");
+    expect(lease.epoch).toBe(1);
+    await lease.release();
+    await engine.close();
+  });
+
   it("refuse a lease ttl too short to renew before it runs out", () => {
     const engine = memoryEngine();
     expect(() => createStore(engine, { name: "app", leaseTtlMs: 1 })).toThrow(expect.objectContaining({ code: "invalid_argument" }));
@@ -141,6 +219,105 @@ describe("a blob whose content stream fails", () => {
     expect(refusal).toBeInstanceOf(StorageError);
     expect(refusal).toMatchObject({ code: "invalid_argument", argument: "content", cause: broken });
     expect(await store.blobs.list("")).toEqual([]);
+    await engine.close();
+  });
+});
+
+describe("blob content that is not a readable stream of bytes", () => {
+  it("is refused with a typed error for the content (a locked stream, an object whose reader fails, with the cause), and nothing is stored", async () => {
+    const engine = memoryEngine();
+    const store = createStore(engine, { name: "app" });
+    const refusal = (content: unknown) =>
+      store.blobs.put("snap", content as Uint8Array).then(
+        () => null,
+        (error: unknown) => error,
+      );
+    const locked = new ReadableStream<Uint8Array>({
+      start: (controller) => {
+        controller.enqueue(new Uint8Array([1]));
+        controller.close();
+      },
+    });
+    locked.getReader();
+    expect(await refusal(locked)).toMatchObject({ code: "invalid_argument", argument: "content", cause: expect.any(TypeError) as Error });
+    const broken = new Error("no reader for you");
+    expect(await refusal({ getReader: () => { throw broken; } })).toMatchObject({ code: "invalid_argument", argument: "content", cause: broken });
+    expect(await refusal({ getReader: () => ({}) })).toMatchObject({ code: "invalid_argument", argument: "content", cause: expect.any(TypeError) as Error });
+    expect(await refusal({ getReader: () => null })).toMatchObject({ code: "invalid_argument", argument: "content" });
+    expect(await store.blobs.list("")).toEqual([]);
+    await engine.close();
+  });
+});
+
+describe("ledger cursors", () => {
+  it("overlapping next() calls, also through the async iterator, hand out each record once, in order, then the end", async () => {
+    const engine = memoryEngine();
+    const store = createStore(engine, { name: "app" });
+    const count = 260; // more than one page (256 records)
+    for (let seq = 1; seq <= count; seq++) await store.ledger.append("log", seq - 1, new Uint8Array([seq % 256]));
+    const cursor = await store.ledger.read("log", 1);
+    const records = await Promise.all(Array.from({ length: count + 2 }, () => cursor.next()));
+    expect(records.map((record) => record?.seq)).toEqual([...Array.from({ length: count }, (_, i) => i + 1), undefined, undefined]);
+
+    const iterator = (await store.ledger.read("log", count - 2))[Symbol.asyncIterator]();
+    const steps = await Promise.all([iterator.next(), iterator.next(), iterator.next(), iterator.next(), iterator.next()]);
+    expect(steps.map((step) => (step.done === true ? "done" : step.value.seq))).toEqual([count - 2, count - 1, count, "done", "done"]);
+    await engine.close();
+  });
+});
+
+describe("leases", () => {
+  it("a lease whose renewal never settles is lost at its expiry, when another holder can first be granted the name", async () => {
+    const troubled = troubledEngine();
+    const time = virtualClock();
+    const scheduler = handScheduler(time);
+    const options = { name: "app", clock: time.clock, scheduler, leaseTtlMs: 3_000, leaseRenewEveryMs: 1_000 };
+    const store = createStore(troubled.engine, options);
+    const lease = await store.leaser.acquire("job");
+    troubled.mode = "hang";
+    await scheduler.advance(2_999); // the renewal due at 1 s never settles
+    expect(lease.signal.aborted).toBe(false);
+    troubled.mode = "ok";
+    const other = createStore(troubled.engine, options);
+    await expect(other.leaser.acquire("job")).rejects.toMatchObject({ code: "lease_held", holderEpoch: 1 });
+    await scheduler.advance(1); // the expiry
+    expect(lease.signal.aborted).toBe(true);
+    expect(lease.signal.reason).toMatchObject({ code: "lease_lost", epoch: 1 });
+    const taker = await other.leaser.acquire("job");
+    expect(taker.epoch).toBe(2);
+    await taker.release();
+    expect(scheduler.rejections).toEqual([]);
+  });
+
+  it("a throwing onLeaseRenewError neither stops renewal nor leaves a rejected promise behind", async () => {
+    const troubled = troubledEngine();
+    const time = virtualClock();
+    const scheduler = handScheduler(time);
+    const told: unknown[] = [];
+    const onLeaseRenewError = (error: unknown) => {
+      told.push(error);
+      throw new Error("the logger broke");
+    };
+    const store = createStore(troubled.engine, { name: "app", clock: time.clock, scheduler, leaseTtlMs: 3_000, leaseRenewEveryMs: 1_000, onLeaseRenewError });
+    const lease = await store.leaser.acquire("job");
+    troubled.mode = "fail";
+    await scheduler.advance(1_000); // the renewal fails, and so does the callback told about it
+    expect(told).toEqual([expect.objectContaining({ code: "backend", operation: "lease.renew" })]);
+    troubled.mode = "ok";
+    await scheduler.advance(10_000); // renewal goes on, well past the first expiry
+    expect(lease.signal.aborted).toBe(false);
+    await store.leaser.assertHeld("job", lease.epoch);
+    expect(scheduler.rejections).toEqual([]);
+    await lease.release();
+  });
+
+  it("releasing a released lease again resolves at once, also with an already-aborted signal", async () => {
+    const engine = memoryEngine();
+    const lease = await createStore(engine, { name: "app" }).leaser.acquire("job");
+    await lease.release();
+    const aborted = new AbortController();
+    aborted.abort(new Error("cancelled"));
+    await expect(lease.release({ signal: aborted.signal })).resolves.toBeUndefined();
     await engine.close();
   });
 });
