@@ -166,115 +166,112 @@ export class Layout {
     this.name = name;
   }
   private readonly name: string;
-  private k(...parts: (string | number)[]): Key {
-    return ["j", this.name, ...parts];
-  }
   meta(): Key {
-    return this.k("m");
+    return ["j", this.name, "m"];
   }
   event(pos: number): Key {
-    return this.k("e", pos);
+    return ["j", this.name, "e", pos];
   }
   events(): Key {
-    return this.k("e");
+    return ["j", this.name, "e"];
   }
   id(requestId: string): Key {
-    return this.k("i", requestId);
+    return ["j", this.name, "i", requestId];
   }
   ids(): Key {
-    return this.k("i");
+    return ["j", this.name, "i"];
   }
   keyEvent(ns: string, subject: string, pos: number): Key {
-    return this.k("k", ns, subject, pos);
+    return ["j", this.name, "k", ns, subject, pos];
   }
   keyEvents(ns?: string, subject?: string): Key {
-    return ns === undefined ? this.k("k") : this.k("k", ns, subject ?? "");
+    return ns === undefined ? ["j", this.name, "k"] : ["j", this.name, "k", ns, subject ?? ""];
   }
   observed(observedAt: number, pos: number): Key {
-    return this.k("t", observedAt, pos);
+    return ["j", this.name, "t", observedAt, pos];
   }
   observedAll(): Key {
-    return this.k("t");
+    return ["j", this.name, "t"];
   }
   unfinishedByAge(c: string, observedAt: number, pos: number): Key {
-    return this.k("p", c, observedAt, pos);
+    return ["j", this.name, "p", c, observedAt, pos];
   }
   unfinishedByAgeAll(c: string): Key {
-    return this.k("p", c);
+    return ["j", this.name, "p", c];
   }
   delivered(observedAt: number, pos: number): Key {
-    return this.k("x", observedAt, pos);
+    return ["j", this.name, "x", observedAt, pos];
   }
   deliveredAll(): Key {
-    return this.k("x");
+    return ["j", this.name, "x"];
   }
   open(pos: number): Key {
-    return this.k("o", pos);
+    return ["j", this.name, "o", pos];
   }
   openAll(): Key {
-    return this.k("o");
+    return ["j", this.name, "o"];
   }
   consumer(c: string): Key {
-    return this.k("c", c);
+    return ["j", this.name, "c", c];
   }
   unfinished(c: string, pos: number): Key {
-    return this.k("u", c, pos);
+    return ["j", this.name, "u", c, pos];
   }
   unfinishedAll(c: string): Key {
-    return this.k("u", c);
+    return ["j", this.name, "u", c];
   }
   finished(c: string, pos: number): Key {
-    return this.k("f", c, pos);
+    return ["j", this.name, "f", c, pos];
   }
   quarantined(c: string, pos: number): Key {
-    return this.k("q", c, pos);
+    return ["j", this.name, "q", c, pos];
   }
   quarantinedAll(c: string): Key {
-    return this.k("q", c);
+    return ["j", this.name, "q", c];
   }
   headsOf(c: string): Key {
-    return this.k("h", c);
+    return ["j", this.name, "h", c];
   }
   head(c: string, ns: string, subject: string): Key {
-    return this.k("h", c, ns, subject);
+    return ["j", this.name, "h", c, ns, subject];
   }
   ready(c: string, pos: number): Key {
-    return this.k("r", c, pos);
+    return ["j", this.name, "r", c, pos];
   }
   readyAll(c: string): Key {
-    return this.k("r", c);
+    return ["j", this.name, "r", c];
   }
   leased(c: string, until: number, pos: number): Key {
-    return this.k("l", c, until, pos);
+    return ["j", this.name, "l", c, until, pos];
   }
   leasedAll(c: string): Key {
-    return this.k("l", c);
+    return ["j", this.name, "l", c];
   }
   waiting(c: string, until: number, pos: number): Key {
-    return this.k("w", c, until, pos);
+    return ["j", this.name, "w", c, until, pos];
   }
   waitingAll(c: string): Key {
-    return this.k("w", c);
+    return ["j", this.name, "w", c];
   }
   hold(c: string, ns: string, subject: string): Key {
-    return this.k("g", c, ns, subject);
+    return ["j", this.name, "g", c, ns, subject];
   }
   holdEnd(c: string, until: number, ns: string, subject: string): Key {
-    return this.k("gt", c, until, ns, subject);
+    return ["j", this.name, "gt", c, until, ns, subject];
   }
   holdEnds(c: string): Key {
-    return this.k("gt", c);
+    return ["j", this.name, "gt", c];
   }
   audit(seq: number): Key {
-    return this.k("a", seq);
+    return ["j", this.name, "a", seq];
   }
   auditOf(requestId: string, seq: number): Key {
-    return this.k("b", requestId, seq);
+    return ["j", this.name, "b", requestId, seq];
   }
   auditOfAll(requestId: string): Key {
-    return this.k("b", requestId);
+    return ["j", this.name, "b", requestId];
   }
   auditAll(): Key {
-    return this.k("a");
+    return ["j", this.name, "a"];
   }
 }
