@@ -358,14 +358,37 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
     });
   }
 
+  /**
+   * The lane's counters as of the ledger records this instance has read (up
+   * to {@link position}), not as of the ledger: calls another instance over
+   * the same ledger journaled since are not counted until a later call of
+   * this instance reads them (an enqueue or consume that appends does, and
+   * so does a `consume()` that knows of nothing queued). Reads nothing.
+   */
   stats(): QueueStats<L> {
     return this.state.stats() as QueueStats<L>;
   }
 
+  /**
+   * Items queued as of the ledger records this instance has read (up to
+   * {@link position}), as {@link stats}: what another instance over the same
+   * ledger enqueued or consumed since is not reflected until this one reads
+   * it. Reads nothing, so a consumer loop should not poll it; see
+   * {@link isEmpty}.
+   */
   len(): number {
     return this.state.length;
   }
 
+  /**
+   * Whether no item is queued as of the ledger records this instance has read
+   * (up to {@link position}). Reads nothing: it stays `true` while another
+   * instance over the same ledger enqueues, and does not count an item held
+   * for the next `consume()` (see the module comment). A consumer loop should
+   * call {@link consume} instead, which reads the ledger's newer records
+   * whenever this instance knows of nothing queued, and returns `undefined`
+   * only when, as of that read, there is nothing to hand out.
+   */
   isEmpty(): boolean {
     return this.state.length === 0;
   }

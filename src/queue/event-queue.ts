@@ -63,7 +63,9 @@ export class EventQueue<L extends QueueLane = QueueLane> {
 
   /**
    * Offer an item. Evicts remembered keys older than the window first (not
-   * when the clock went backwards), then: a remembered key is `"admit"`
+   * when the clock went backwards: a `now` below the previous enqueue's
+   * evicts nothing; the next call whose `now` is not below its
+   * predecessor's evicts again), then: a remembered key is `"admit"`
    * without queuing it again (a duplicate); a full lane is `"shed"` and the
    * key is not remembered; otherwise the item is queued and `"admit"`.
    *

@@ -11,11 +11,13 @@
  *
  * The rules:
  * - Eviction first: remembered keys older than {@link IDEM_WINDOW_MS} are
- *   forgotten before admission; never when the clock went backwards (a `now`
- *   below the highest `now` seen), and never a key whose item is still
- *   queued (forgetting it could let the key reach the consumer twice; the
- *   spec's own reasoning is that remembering too long only skips a side
- *   effect once more).
+ *   forgotten before admission. A call whose `now` is below the previous
+ *   enqueue's `now` (the clock went backwards) evicts nothing; the next call
+ *   whose `now` is not below its predecessor's evicts again, by its own `now`
+ *   (so one far-future reading does not switch eviction off). A key whose
+ *   item is still queued is never evicted (forgetting it could let the key
+ *   reach the consumer twice; the spec's own reasoning is that remembering
+ *   too long only skips a side effect once more).
  * - A remembered key is `"admit"` (the sender did its duty) and is counted
  *   as a duplicate, without enqueuing it again; its remembered time is not
  *   refreshed.
@@ -24,6 +26,8 @@
  * - `consume` hands out items in admission order; a key is queued at most
  *   once, so it never reaches the consumer twice.
  */
+
+import { AgeHeap } from "./age-heap.js";
 
 /** The three lanes; they differ only in the names of their stats. */
 export type QueueLane = "signal" | "approval" | "repair";
@@ -64,12 +68,22 @@ export class QueueState {
   /** Remembered key -> the `now` it was admitted at. */
   readonly seen = new Map<string, number>();
   nextId = 1;
-  /** The highest `now` any enqueue carried; -Infinity before the first. */
-  highWater = Number.NEGATIVE_INFINITY;
-  /** Whether `seen` iterates in ascending admission time. */
-  private seenSorted = true;
-  /** What the next admission's time is compared with to tell whether `seen` stays sorted: the time of the last key put there (after a re-sort, the newest). */
-  private lastAdmittedAt = Number.NEGATIVE_INFINITY;
+  /** The `now` of the previous enqueue (whatever its outcome); -Infinity before the first. */
+  previousNow = Number.NEGATIVE_INFINITY;
+  /**
+   * The remembered keys that are not parked, oldest first, whatever order
+   * they were admitted in. An entry is stale (skipped when popped) once its
+   * key is no longer remembered at that time or is parked.
+   */
+  private readonly byAge = new AgeHeap();
+  /**
+   * Remembered keys a sweep found past the window while their item was still
+   * queued: taken out of {@link byAge} so later sweeps do not look at them
+   * again, and put back when the item is consumed. At most one per queued item.
+   */
+  private readonly parked = new Set<string>();
+  /** Internal, for tests: heap entries the eviction sweeps have looked at so far. */
+  sweepVisits = 0;
   enqueued = 0;
   consumed = 0;
   shed = 0;
@@ -85,28 +99,24 @@ export class QueueState {
   }
 
   private evictable(key: string, admittedAt: number, now: number): boolean {
-    return now >= this.highWater && now - admittedAt > IDEM_WINDOW_MS && !this.queued.has(key);
+    return now >= this.previousNow && now - admittedAt > IDEM_WINDOW_MS && !this.queued.has(key);
   }
 
   /**
-   * Forget every evictable key. `seen` is kept in admission-time order, so
-   * the sweep stops at the first key young enough to stay (skipping the
-   * queued ones, at most `capacity`); after the clock went backwards the map
-   * is re-sorted once.
+   * Forget every remembered key past the window at `now` whose item is not
+   * queued. Pops the oldest keys until one is young enough to stay, so a
+   * sweep costs O((evicted + parked) log n), however out of order the keys
+   * were admitted.
    */
   private evict(now: number): void {
-    if (!this.seenSorted) {
-      const sorted = [...this.seen].sort((a, b) => a[1] - b[1]);
-      this.seen.clear();
-      for (const [key, at] of sorted) this.seen.set(key, at);
-      this.seenSorted = true;
-      // The order is now by time, so the next admission must be compared with the newest time
-      // remembered, not with the last one admitted (which may be older).
-      this.lastAdmittedAt = sorted.at(-1)?.[1] ?? Number.NEGATIVE_INFINITY;
-    }
-    for (const [key, admittedAt] of this.seen) {
-      if (now - admittedAt <= IDEM_WINDOW_MS) break;
-      if (!this.queued.has(key)) this.seen.delete(key);
+    for (let oldest = this.byAge.peek(); oldest !== undefined; oldest = this.byAge.peek()) {
+      this.sweepVisits++;
+      if (now - oldest.at <= IDEM_WINDOW_MS) break;
+      this.byAge.pop();
+      const { key, at } = oldest;
+      if (this.seen.get(key) !== at || this.parked.has(key)) continue; // stale
+      if (this.queued.has(key)) this.parked.add(key);
+      else this.seen.delete(key);
     }
   }
 
@@ -118,12 +128,10 @@ export class QueueState {
     return "admitted";
   }
 
-  /** Apply a decided enqueue: evict, then the outcome's effect. Returns the item when one was queued. */
+  /** Apply a decided enqueue: evict (unless `now` is below the previous enqueue's), then the outcome's effect. Returns the item when one was queued. */
   applyEnqueue(outcome: EnqueueOutcome, key: string, payload: Uint8Array | undefined, now: number): QueueItem | undefined {
-    if (now >= this.highWater) {
-      this.evict(now);
-      this.highWater = now;
-    }
+    if (now >= this.previousNow) this.evict(now);
+    this.previousNow = now;
     if (outcome === "duplicate") {
       this.duplicates++;
       return undefined;
@@ -135,10 +143,9 @@ export class QueueState {
     const item: QueueItem = { id: this.nextId++, key, payload: payload ?? new Uint8Array() };
     this.items.set(item.id, item);
     this.queued.set(key, item.id);
-    if (now < this.lastAdmittedAt) this.seenSorted = false;
-    this.lastAdmittedAt = now;
-    this.seen.delete(key); // re-admitted after eviction: move to the end
-    this.seen.set(key, now);
+    this.parked.delete(key);
+    this.seen.set(key, now); // any older entry of the key in byAge is now stale
+    this.byAge.push({ key, at: now });
     this.enqueued++;
     return item;
   }
@@ -155,6 +162,8 @@ export class QueueState {
     if (item === undefined) return undefined;
     this.items.delete(id);
     this.queued.delete(item.key);
+    const at = this.seen.get(item.key);
+    if (this.parked.delete(item.key) && at !== undefined) this.byAge.push({ key: item.key, at }); // evictable again
     this.consumed++;
     return item;
   }

@@ -32,8 +32,13 @@ export interface QueueConformanceOptions {
 }
 
 const KEYS = ["evt-1", "evt-2", "evt-3", "evt-4", "evt-5", "evt-6", ""];
-/** Clock steps: none, small, just past the window, half of it, and backwards. */
-const STEPS = [0, 0, 1, 1_000, IDEM_WINDOW_MS + 1, IDEM_WINDOW_MS / 2, 7 * 60 * 60 * 1000, -5_000, -IDEM_WINDOW_MS, -2 * IDEM_WINDOW_MS];
+/** A year: a reading this far ahead (a clock in the wrong unit, a bad NTP step) and the return from it. */
+const FAR = 365 * 24 * 60 * 60 * 1000;
+/**
+ * Clock steps: none, small, just past the window, half of it, and backwards (two producers whose clocks differ
+ * by 50 ms, a larger step back, a window or two back); rarely a year ahead or back.
+ */
+const STEPS = [0, 0, 1, 1_000, IDEM_WINDOW_MS + 1, IDEM_WINDOW_MS / 2, 7 * 60 * 60 * 1000, 50, -50, -5_000, -IDEM_WINDOW_MS, -2 * IDEM_WINDOW_MS, FAR, -FAR];
 
 /**
  * The queue conformance cases.
@@ -234,7 +239,7 @@ async function runModel(options: QueueConformanceOptions, runs: number, durable:
     fc.asyncProperty(
       fc.constantFrom<QueueLane>(...QUEUE_LANES),
       fc.integer({ min: 0, max: 4 }),
-      fc.commands(commands(durable), { maxCommands: 50 }),
+      fc.commands(commands(durable), { maxCommands: 50, size: "max" }),
       async (lane, capacity, cmds) => {
         let subject: StorageSubject | undefined;
         try {

@@ -145,19 +145,43 @@ export function queueExampleCases(options: QueueConformanceOptions): Conformance
       expectEqual(queue.consume()?.payload, p(3), "past 6 h it is new again");
       expectEqual(IDEM_WINDOW_MS, 6 * HOUR, "the window");
     }),
-    ex("no key is evicted when the clock went backwards (below the latest reading)", () => {
+    ex("no key is evicted by a call whose now is below the previous call's (the clock went backwards); the next call not below its predecessor evicts again", () => {
       const queue = new EventQueue("signal", 10);
-      queue.enqueue("early", p(), T0 + 10 * HOUR);
-      queue.enqueue("old", p(), T0); // the clock jumped back ten hours
+      queue.enqueue("a", p(1), T0);
+      queue.enqueue("b", p(), T0 + 10 * HOUR); // "a" is past the window, but still queued: kept
       queue.consume();
       queue.consume();
-      // 7 h after "old" was admitted, but still behind the latest reading: no eviction.
-      expectEqual(queue.enqueue("old", p(), T0 + 7 * HOUR), "admit", "verdict");
-      expectEqual(queue.len(), 0, "still remembered: not queued again");
-      expectEqual(queue.stats().signal_duplicates, 1, "a duplicate");
-      // Once the clock is past the latest reading again, eviction resumes.
-      queue.enqueue("old", p(), T0 + 10 * HOUR);
-      expectEqual(queue.len(), 1, "past the window and not behind: new again");
+      // 9 h after "a" was admitted, but below the previous call's reading (10 h): nothing is evicted.
+      expectEqual(queue.enqueue("a", p(2), T0 + 9 * HOUR), "admit", "verdict");
+      expectEqual([queue.len(), queue.stats().signal_duplicates], [0, 1], "still remembered: a duplicate, not queued again");
+      // The same reading again is not below its predecessor's: eviction resumes, by this call's now.
+      queue.enqueue("a", p(3), T0 + 9 * HOUR);
+      expectEqual(queue.consume()?.payload, p(3), "past the window, and the clock did not go back: new again");
+    }),
+    withLedger("one far-future reading does not switch eviction off (in memory, and ledger-backed reopened before every call)", async (ledger) => {
+      const memory = new EventQueue("signal", 10);
+      const reopened = () => EventQueue.fromLedger(ledger(), "q/clock", "signal", 10);
+      const kinds = [
+        ["in memory", async () => memory],
+        ["ledger-backed, reopened before every call", reopened],
+      ] as const;
+      for (const [kind, queue] of kinds) {
+        const enqueue = async (key: string, byte: number, now: number) => (await queue()).enqueue(key, p(byte), now);
+        const consume = async () => (await (await queue()).consume())?.key;
+        expectEqual(
+          [await enqueue("a", 1, T0), await enqueue("typo", 2, T0 * 1000), await enqueue("b", 3, T0 + HOUR)],
+          ["admit", "admit", "admit"],
+          `${kind}: a, then one reading in microseconds, then b (the clock went back: nothing evicted)`,
+        );
+        expectEqual([await consume(), await consume(), await consume()], ["a", "typo", "b"], `${kind}: consumed`);
+        // Not below its predecessor (T0 + 1 h): "a", admitted 7 h before, is evicted though "typo" is far ahead.
+        expectEqual([await enqueue("a", 4, T0 + 7 * HOUR), (await queue()).len()], ["admit", 1], `${kind}: a is new again`);
+        // "b" is exactly 6 h old: still remembered.
+        expectEqual([await enqueue("b", 5, T0 + 7 * HOUR), (await queue()).len()], ["admit", 1], `${kind}: b is a duplicate`);
+        expectEqual([await enqueue("b", 6, T0 + 7 * HOUR + 1), (await queue()).len()], ["admit", 2], `${kind}: a millisecond later, b is new again`);
+        expectEqual([await consume(), await consume(), await consume()], ["a", "b", undefined], `${kind}: each once`);
+        expectEqual((await queue()).stats(), { signal_enqueued: 5, signal_consumed: 5, signal_shed: 0, signal_duplicates: 1 }, `${kind}: stats`);
+      }
     }),
     ex("a key whose item is still queued is never evicted, so it cannot reach the consumer twice", () => {
       const queue = new EventQueue("signal", 10);

@@ -12,7 +12,8 @@ export class QueueOracle {
   private items: QueueItem[] = [];
   private seen: { key: string; at: number }[] = [];
   private nextId = 1;
-  private latest = Number.NEGATIVE_INFINITY;
+  /** The `now` of the previous enqueue; -Infinity before the first. */
+  private previous = Number.NEGATIVE_INFINITY;
   private readonly counts = { enqueued: 0, consumed: 0, shed: 0, duplicates: 0 };
 
   constructor(
@@ -27,11 +28,12 @@ export class QueueOracle {
     if (typeof key !== "string" || key.length === 0 || key.length > MAX_IDEM_KEY_LENGTH) throw new InvalidArgumentError("key", "bad key");
     if (!(payload instanceof Uint8Array) || payload.length > MAX_QUEUE_PAYLOAD_BYTES) throw new InvalidArgumentError("payload", "bad payload");
     if (!Number.isSafeInteger(now)) throw new InvalidArgumentError("now", "bad now");
-    // 1. Evict keys older than the window, unless the clock went backwards; keep keys still queued.
-    if (now >= this.latest) {
+    // 1. Evict keys older than the window, unless the clock went backwards (this `now` is below the
+    //    previous enqueue's); keep keys still queued.
+    if (now >= this.previous) {
       this.seen = this.seen.filter((entry) => now - entry.at <= IDEM_WINDOW_MS || this.items.some((item) => item.key === entry.key));
-      this.latest = now;
     }
+    this.previous = now;
     // 2. A remembered key is admitted again, as a duplicate, and not queued.
     if (this.seen.some((entry) => entry.key === key)) {
       this.counts.duplicates++;

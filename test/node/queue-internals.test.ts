@@ -1,13 +1,20 @@
 /**
  * What the queue's state machine promises beyond the conformance suite
- * (white-box): the remembered keys are kept sorted by admission time, also
- * across clock jumps, so the eviction sweep frees every key it may.
+ * (white-box): eviction is exact however out of time order keys were
+ * admitted (two producers whose clocks differ, a clock that went back), and
+ * it costs work in proportion to the keys it evicts, not to the keys
+ * remembered, also when a ledger-backed queue replays its ledger on reopen.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { memoryEngine } from "../../adapters/memory/index.js";
+import type { DurableEventQueue } from "../../src/queue/durable.js";
+import { EventQueue } from "../../src/queue/event-queue.js";
 import { IDEM_WINDOW_MS, QueueState } from "../../src/queue/state.js";
+import { createStore } from "../../src/storage/store.js";
 
 const T0 = 1_700_000_000_000;
+const W = IDEM_WINDOW_MS;
 
 function admitter(state: QueueState): (key: string, now: number) => void {
   return (key, now) => {
@@ -19,41 +26,96 @@ function drain(state: QueueState): void {
   for (let head = state.peek(); head !== undefined; head = state.peek()) state.applyConsume(head.id);
 }
 
+function entries(map: ReadonlyMap<string, number>): [string, number][] {
+  return [...map].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+/** The eviction work of a ledger-backed queue's state (white-box). */
+function stateOf(queue: DurableEventQueue<"signal">): QueueState {
+  return (queue as unknown as { state: QueueState }).state;
+}
+
 describe("remembered keys and the eviction sweep", () => {
-  it("after a re-sort, a later out-of-order admission is noticed, so the sweep frees every expired key", () => {
+  it("keys admitted out of time order are all freed once past the window", () => {
     const state = new QueueState("signal", 10);
     const admit = admitter(state);
     admit("a", T0 + 100);
     admit("b", T0 + 50); // the clock went back: out of order
-    admit("a", T0 + 100); // a duplicate at the latest reading: the sweep re-sorts (b, a)
+    admit("a", T0 + 100); // a duplicate
     admit("c", T0 + 70); // older than a, admitted after it: out of order again
     drain(state);
-    admit("d", T0 + 70 + IDEM_WINDOW_MS + 1); // b and c are past the window, a is not
-    expect([...state.seen.keys()].sort()).toEqual(["a", "d"]);
-    expect(state.seen.size).toBe(2);
+    admit("d", T0 + 70 + W + 1); // b and c are past the window, a is not
+    expect(entries(state.seen)).toEqual([
+      ["a", T0 + 100],
+      ["d", T0 + 70 + W + 1],
+    ]);
   });
 
-  it("after any enqueue at or past the latest reading, no remembered key is still evictable", () => {
-    // A few readings either side of one window, so random calls jump back and forth across it.
-    const W = IDEM_WINDOW_MS;
-    const readings = [0, 10, 20, 30, W + 5, W + 15, W + 25, W + 35, 2 * W + 20].map((offset) => T0 + offset);
+  it("each enqueue evicts exactly the remembered keys past the window whose item is not queued, unless its now is below the previous enqueue's", () => {
+    // Readings either side of one window, 50 ms apart (two producers), so random calls interleave and jump back
+    // and forth across it; and one far ahead.
+    const readings = [0, 50, 10, 60, W + 5, W + 55, W + 25, W + 75, 2 * W + 20, 2 * W + 70, 1000 * W].map((offset) => T0 + offset);
     fc.assert(
-      fc.property(fc.array(fc.record({ key: fc.nat({ max: 5 }), now: fc.constantFrom(...readings), consume: fc.boolean() }), { maxLength: 40 }), (calls) => {
+      fc.property(fc.array(fc.record({ key: fc.nat({ max: 5 }), now: fc.constantFrom(...readings), consume: fc.boolean() }), { maxLength: 60 }), (calls) => {
         const state = new QueueState("signal", 3);
         const admit = admitter(state);
-        let latest = Number.NEGATIVE_INFINITY;
+        let previous = Number.NEGATIVE_INFINITY;
         for (const { key, now, consume } of calls) {
+          const before = new Map(state.seen);
+          const queued = new Set(state.queued.keys());
+          const expected = new Map([...before].filter(([k, at]) => now < previous || now - at <= W || queued.has(k)));
+          const enqueuedBefore = state.enqueued;
           admit(`k${key}`, now);
-          if (now >= latest) {
-            latest = now;
-            for (const [remembered, at] of state.seen) {
-              expect(now - at <= W || state.queued.has(remembered), `${remembered} admitted at T0+${at - T0} is still remembered at T0+${now - T0}`).toBe(true);
-            }
-          }
+          if (state.enqueued > enqueuedBefore) expected.set(`k${key}`, now);
+          expect(entries(state.seen), `enqueue(k${key}, T0+${now - T0}) after T0+${previous - T0}`).toEqual(entries(expected));
+          previous = now;
           if (consume) drain(state);
         }
       }),
       { numRuns: 2000 },
     );
+  });
+
+  it("with two producers whose clocks are 50 ms apart, a sweep that evicts nothing looks at one key, and one that evicts k keys at k + 1", () => {
+    const state = new QueueState("signal", 10);
+    const admit = admitter(state);
+    const N = 20_000;
+    let t = T0;
+    for (let i = 0; i < N; i++, t++) {
+      admit(`k${i}`, t);
+      drain(state);
+    }
+    const calls = 400;
+    const start = state.sweepVisits;
+    for (let i = 0; i < calls; i++, t++) {
+      admit(`p${i}`, i % 2 === 0 ? t : t - 50); // every other call is 50 ms behind its predecessor
+      drain(state);
+    }
+    expect(state.seen.size).toBe(N + calls);
+    // Calls 50 ms behind evict nothing and sweep nothing; the others look at the oldest key only.
+    expect(state.sweepVisits - start).toBeLessThanOrEqual(calls);
+    // Past the window from the keys admitted first: those are evicted, and the sweep stops at the first young one.
+    const evicting = state.sweepVisits;
+    admit("late", T0 + 999 + W + 1);
+    expect(state.seen.size).toBe(N + calls - 1000 + 1);
+    expect(state.sweepVisits - evicting).toBe(1000 + 1);
+    expect([state.seen.has("k999"), state.seen.has("k1000")]).toEqual([false, true]);
+  });
+
+  it("a ledger-backed queue written by two producers whose clocks are 50 ms apart replays on reopen with one sweep visit per record, to the same state", async () => {
+    const engine = memoryEngine();
+    try {
+      const ledger = () => createStore(engine, { name: "queues" }).ledger;
+      const queue = await EventQueue.fromLedger(ledger(), "q/skew", "signal", 5_000);
+      const N = 2_000;
+      let t = T0;
+      for (let i = 0; i < N; i++, t++) await queue.enqueue(`k${i}`, new Uint8Array(), i % 2 === 0 ? t : t - 50);
+      const again = await EventQueue.fromLedger(ledger(), "q/skew", "signal", 5_000);
+      expect(stateOf(again).sweepVisits).toBeLessThanOrEqual(N);
+      expect([again.len(), again.stats(), entries(stateOf(again).seen)]).toEqual([queue.len(), queue.stats(), entries(stateOf(queue).seen)]);
+      expect(stateOf(again).previousNow).toBe(stateOf(queue).previousNow);
+    } finally {
+      await engine.close();
+    }
   });
 });
