@@ -33,6 +33,7 @@ export {
   createJournal,
   MAX_BATCH_EVENTS,
   MAX_CLAIM_EVENTS,
+  MAX_KEPT_ATTEMPTS,
   MAX_LEASE_MS,
   OPPORTUNISTIC_PRUNE_LIMIT,
   type JournalOptions,

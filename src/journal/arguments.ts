@@ -29,6 +29,15 @@ export const MAX_BATCH_EVENTS = 1000;
 export const MAX_LEASE_MS = 12 * 60 * 60 * 1000;
 /** Most events one claim returns. */
 export const MAX_CLAIM_EVENTS = 10_000;
+/**
+ * Most attempts the history of one event and consumer keeps: the latest
+ * ones. Without a bound, an event nacked or released again and again would
+ * grow its row past what a store takes in one row (a Durable Object's
+ * SQLite row, 2 MB) and stall every claim that reads it; 32 attempts with the
+ * longest nack errors stay far below. The `attempt` numbers of the kept
+ * attempts say how many came before.
+ */
+export const MAX_KEPT_ATTEMPTS = 32;
 /** Longest cursor text any journal issues or accepts. */
 export const MAX_CURSOR_CHARS = 4096;
 

@@ -94,7 +94,7 @@ const GROWS: TransactOptions = { grows: true };
 /** Housekeeping done by append and claim, per call. */
 export const OPPORTUNISTIC_PRUNE_LIMIT = 8;
 /** The largest batch `appendBatch` takes, the longest lease, nack delay or extension (12 hours), and the largest claim. */
-export { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_LEASE_MS } from "./arguments.js";
+export { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_KEPT_ATTEMPTS, MAX_LEASE_MS } from "./arguments.js";
 
 const QUARANTINE_CURSOR = "q1.";
 /** Cursors of newest-first pages: the next page holds positions below this one. */

@@ -156,6 +156,7 @@ export interface QuarantinedEvent {
   readonly position: number;
   readonly reason: PoisonReason;
   readonly quarantinedAt: number;
+  /** Its attempt history, as `attempts()` reads it (the latest `MAX_KEPT_ATTEMPTS`). */
   readonly attempts: readonly Attempt[];
 }
 
@@ -279,7 +280,11 @@ export interface UsageJournal {
   nack(delivery: DeliveryId, options: NackOptions): Promise<void>;
   /** Depth, in-flight count, oldest pending age, quarantine count and capacity. */
   stats(consumer: ConsumerId): Promise<JournalStats>;
-  /** The delivery attempts of one event to one consumer (empty when none). */
+  /**
+   * The delivery attempts of one event to one consumer, oldest first (empty
+   * when none): the latest `MAX_KEPT_ATTEMPTS` (32) of them; older ones are
+   * forgotten, and the first kept attempt's number says how many.
+   */
   attempts(consumer: ConsumerId, requestId: string): Promise<Attempt[]>;
   /** Quarantined events of one consumer, oldest position first, in cursor pages. */
   listQuarantined(consumer: ConsumerId, options?: ListQuarantinedOptions): Promise<QuarantinePage>;

@@ -18,6 +18,7 @@
  *   `release`), which the sweep reinstates once its lease is over.
  */
 import { compareKeys, type Entry, type EngineTransaction, type Key } from "../engine.js";
+import { MAX_KEPT_ATTEMPTS } from "./arguments.js";
 import { AtCapacityError, type JournalError } from "./errors.js";
 import { isSameFact } from "./event.js";
 import {
@@ -76,6 +77,13 @@ export type Standing =
 /** The latest attempt, if any. */
 export function latest(history: readonly Attempt[]): Attempt | undefined {
   return history[history.length - 1];
+}
+
+/** `history` with `attempt` added, keeping the latest {@link MAX_KEPT_ATTEMPTS} (copy on write). */
+function withAttempt(history: readonly Attempt[], attempt: Attempt): Attempt[] {
+  const kept = history.length >= MAX_KEPT_ATTEMPTS ? history.slice(history.length - MAX_KEPT_ATTEMPTS + 1) : history.slice();
+  kept.push(attempt);
+  return kept;
 }
 
 /** Replace the latest attempt's outcome (copy on write). */
@@ -1020,7 +1028,7 @@ export class Work {
           ...row,
           attempts: attempt,
           availableAt: 0,
-          history: [...row.history, { attempt, claimedAt: now, leaseExpiresAt, outcome: null }],
+          history: withAttempt(row.history, { attempt, claimedAt: now, leaseExpiresAt, outcome: null }),
           slot: Slot.Leased,
         } satisfies UnfinishedRow);
         await this.bump(consumer, { leased: 1 });

@@ -572,6 +572,31 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     expectEqual(await journal.extend(delivery(billing, 2, 2), { leaseMs: 500, now: time.now }), { leaseExpiresAt: t0 + 2100 }, "the current attempt extends");
   });
 
+  example("the attempt history keeps the latest 32 attempts, also across a release", { maxDeliveryAttempts: 40 }, async ({ journal, time, t0 }) => {
+    await journal.append(usage(1, "user-1", t0));
+    const cycle = async (attempt: number): Promise<void> => {
+      const id = only(await journal.claim(billing, lease(time, 1000)), `claim ${attempt}`).id;
+      expectEqual(id.attempt, attempt, `attempt ${attempt}`);
+      await journal.nack(id, { retryAfterMs: 0, error: `failure ${attempt}`, now: time.now });
+      time.advance(1);
+    };
+    for (let attempt = 1; attempt <= 35; attempt++) await cycle(attempt);
+    let history = await journal.attempts(billing, rid(1));
+    expectEqual(
+      history.map((a) => a.attempt),
+      Array.from({ length: 32 }, (_, i) => i + 4),
+      "attempts 4 to 35 kept",
+    );
+    expectEqual(nth(history, 31, "attempts").outcome, { kind: "nacked", at: t0 + 34, error: "failure 35" }, "the latest attempt kept whole");
+    // A release keeps the history, and later attempts still push the oldest out.
+    for (let attempt = 36; attempt <= 40; attempt++) await cycle(attempt);
+    expectEqual(await journal.claim(billing, lease(time)), [], "40 attempts used up: quarantined");
+    await journal.release(billing, rid(1), { now: time.now });
+    await cycle(41);
+    history = await journal.attempts(billing, rid(1));
+    expectEqual([history.length, nth(history, 0, "attempts").attempt, nth(history, 31, "attempts").attempt], [32, 10, 41], "attempts 10 to 41 kept");
+  });
+
   example("nack gives the event back after retryAfterMs and counts as an attempt", { maxDeliveryAttempts: 2 }, async ({ journal, time, t0, capacity }) => {
     await journal.append(usage(1, "user-1", t0));
     const first = only(await journal.claim(billing, lease(time, 10_000)), "claim").id;

@@ -27,6 +27,7 @@ import {
   NotQuarantinedError,
   QuarantinedError,
 } from "../journal/errors.js";
+import { MAX_KEPT_ATTEMPTS } from "../journal/arguments.js";
 import { BILLING_GRADE, checkCapacity, checkDeliveryId, checkInteger, checkUsageEvent, isRequestId, isSameFact, parseConsumerId } from "../journal/event.js";
 import type {
   AckResult,
@@ -406,6 +407,8 @@ export class JournalOracle implements UsageJournal {
         }
         status.attempts += 1;
         status.history.push({ attempt: status.attempts, claimedAt: now, leaseExpiresAt: now + leaseMs, outcome: null });
+        // Only the latest attempts are kept.
+        if (status.history.length > MAX_KEPT_ATTEMPTS) status.history.splice(0, status.history.length - MAX_KEPT_ATTEMPTS);
         status.availableAt = 0;
         chosen.push({
           position: candidate.position,
