@@ -119,7 +119,8 @@ export function encodeStoreError(error: unknown): StoreWireError {
  * Rebuild the typed storage error a {@link StoreWireError} describes: the
  * same class (`instanceof` works), `code`, message and spec fields (the
  * spec's `name` field too); a remote `cause` comes back as an `Error` with
- * its message and `retryable`. What `StoreObjectClient` throws.
+ * its message and `retryable`, and the marks of a full or overloaded object
+ * (`code` `"storage_full"`, `overloaded`) when sent. What `StoreObjectClient` throws.
  *
  * @example
  * ```ts

@@ -9,6 +9,11 @@
  * fields and message. Decoding never trusts its input: a field of the wrong
  * type rebuilds a plain `JournalError` with the same code, and an unknown code
  * a retryable-as-sent `BackendError`.
+ *
+ * An error's cause never travels (its text is the sender's internals), except
+ * for the marks that say waiting out fixes the failure (a full or overloaded
+ * storage object, {@link WaitOutMarks}): the worker answers those with a 503
+ * and `Retry-After`, and must do so for a partition's error as for its own.
  */
 import {
   AlreadyAcknowledgedError,
@@ -24,6 +29,7 @@ import {
   NotQuarantinedError,
   QuarantinedError,
 } from "./errors.js";
+import { waitOutCause, waitOutMarks, type WaitOutMarks } from "../cause-chain.js";
 import type { AckResult, BatchAppendResult, Capacity, DeliveryId } from "./types.js";
 
 /** A journal error as plain data. */
@@ -33,6 +39,12 @@ export interface WireError {
   readonly message: string;
   readonly retryable: boolean;
   readonly fields: Record<string, unknown>;
+  /**
+   * What the error's causes say waiting out fixes (`code` `"storage_full"`,
+   * `overloaded: true`), only when one does; {@link decodeError} rebuilds it
+   * as the error's `cause`. Absent from senders that predate it.
+   */
+  readonly cause?: WaitOutMarks;
 }
 
 /** The answer of every partition call: a value, or a journal error as data. */
@@ -41,7 +53,10 @@ export type WireOutcome<T> = { readonly ok: true; readonly value: T } | { readon
 /** The spec fields an error carries over the wire (each only when the error has it: `max` and `character` belong to one rule each). */
 const FIELDS = ["key", "delivery", "pending", "capacity", "rule", "argument", "consumer", "requestId", "max", "character"] as const;
 
-/** A journal error as data. Any other error becomes a `BackendError` first (keeping `retryable`). */
+/**
+ * A journal error as data. Any other error becomes a `BackendError` first
+ * (keeping `retryable`). Of the cause, only its {@link WaitOutMarks} are sent.
+ */
 export function encodeError(error: unknown): WireError {
   const journalError =
     error instanceof JournalError
@@ -53,7 +68,15 @@ export function encodeError(error: unknown): WireError {
   const fields: Record<string, unknown> = {};
   const source = journalError as unknown as Record<string, unknown>;
   for (const field of FIELDS) if (field in journalError) fields[field] = source[field];
-  return { name: journalError.name, code: journalError.code, message: journalError.message, retryable: journalError.retryable, fields };
+  const marks = waitOutMarks(journalError);
+  return {
+    name: journalError.name,
+    code: journalError.code,
+    message: journalError.message,
+    retryable: journalError.retryable,
+    fields,
+    ...(marks === undefined ? {} : { cause: marks }),
+  };
 }
 
 const CODES: ReadonlySet<string> = new Set<JournalErrorCode>([
@@ -79,7 +102,7 @@ const isCapacity = (value: unknown): value is Capacity =>
   ((value as Capacity).policy === "refuse" || (value as Capacity).policy === "drop_oldest");
 
 /** The typed error `wire` describes, or null when its fields do not fit its class. */
-function rebuild(wire: WireError): JournalError | null {
+function rebuild(wire: WireError, cause: Error | undefined): JournalError | null {
   const f: Record<string, unknown> = typeof wire.fields === "object" && wire.fields !== null ? wire.fields : {};
   switch (wire.name) {
     case "AtCapacityError":
@@ -113,7 +136,7 @@ function rebuild(wire: WireError): JournalError | null {
     case "InvalidArgumentError":
       return isText(f["argument"]) ? new InvalidArgumentError(f["argument"], "") : null;
     case "BackendError":
-      return new BackendError("", { retryable: wire.retryable === true });
+      return new BackendError("", { retryable: wire.retryable === true, cause });
     default:
       return null;
   }
@@ -123,14 +146,17 @@ function rebuild(wire: WireError): JournalError | null {
  * Rebuild the typed journal error a {@link WireError} describes (same class,
  * code, fields and message). Input that does not describe a known error
  * class becomes a plain `JournalError` with its code when the code is known,
- * else a `BackendError`; `retryable` is kept as sent.
+ * else a `BackendError`; `retryable` is kept as sent. A backend error's
+ * {@link WaitOutMarks}, when sent, come back as its `cause` (an `Error`
+ * carrying just those marks); marks that are not well formed are ignored.
  */
 export function decodeError(wire: WireError): JournalError {
   const code = typeof wire === "object" && wire !== null && isText(wire.code) && CODES.has(wire.code) ? (wire.code as JournalErrorCode) : "backend";
   const retryable = typeof wire === "object" && wire !== null && wire.retryable === true;
-  let error = typeof wire === "object" && wire !== null ? rebuild(wire) : null;
+  const cause = typeof wire === "object" && wire !== null ? waitOutCause(wire.cause) : undefined;
+  let error = typeof wire === "object" && wire !== null ? rebuild(wire, cause) : null;
   if (error === null || error.code !== code) {
-    error = code === "backend" ? new BackendError("", { retryable }) : new JournalError(code, "", { retryable });
+    error = code === "backend" ? new BackendError("", { retryable, cause }) : new JournalError(code, "", { retryable });
   }
   error.message = typeof wire === "object" && wire !== null && isText(wire.message) ? wire.message : `journal error \`${code}\``;
   return error;

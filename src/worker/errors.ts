@@ -8,7 +8,7 @@
  * A storage error (the store routes) keeps its code, class name and spec
  * fields the same way (`./stores.ts`), so a client rebuilds the same class.
  */
-import { causeChain } from "../cause-chain.js";
+import { waitOutMarks } from "../cause-chain.js";
 import { JournalError, type JournalErrorCode } from "../journal/errors.js";
 import { encodeError } from "../journal/wire.js";
 import { StorageError } from "../storage/errors.js";
@@ -169,15 +169,13 @@ function reportServerFault(error: unknown, what: string): string {
  * pruned). Over HTTP both are a 503 with `Retry-After` and `retryable`, so a
  * client backs off and tries again (a forwarder holds its batch) instead of
  * taking it for a fault of its request (a 500, which a forwarder charges to
- * the events' attempts).
+ * the events' attempts). The wire codecs carry these marks across RPC
+ * (`encodeError` / `decodeError`, `encodeStorageError` /
+ * `decodeStorageError`), so an error from a `JournalPartition` or a
+ * `StoreObject` answers as it would in-process.
  */
 function waitsOut(error: unknown): boolean {
-  return causeChain(error)
-    .slice(1)
-    .some((link) => {
-      const { overloaded, code } = link as { overloaded?: unknown; code?: unknown };
-      return overloaded === true || code === "storage_full";
-    });
+  return waitOutMarks(error) !== undefined;
 }
 
 /**

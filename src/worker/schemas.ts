@@ -120,7 +120,17 @@ export const ErrorSchema = z
 
 /** A journal error inside a batch answer. */
 export const WireErrorSchema = z
-  .object({ name: z.string(), code: z.string(), message: z.string(), retryable: z.boolean(), fields: z.record(z.string(), z.unknown()) })
+  .object({
+    name: z.string(),
+    code: z.string(),
+    message: z.string(),
+    retryable: z.boolean(),
+    fields: z.record(z.string(), z.unknown()),
+    cause: z
+      .object({ code: z.literal("storage_full").optional(), overloaded: z.literal(true).optional() })
+      .optional()
+      .openapi({ description: "a backend error's storage object is full or overloaded: waiting out fixes it (only then present)" }),
+  })
   .openapi("JournalError");
 
 export const CapacitySchema = z

@@ -18,6 +18,7 @@
  * holder's own timers, so the HTTP routes offer no leaser and take no fence.
  * This module imports no HTTP framework, so a Durable Object can use it.
  */
+import { waitOutCause, waitOutMarks, type WaitOutMarks } from "../cause-chain.js";
 import type { Blobs } from "../storage/blobs.js";
 import {
   AmbiguousError,
@@ -115,7 +116,11 @@ export interface StorageWireError {
   /**
    * The error's spec fields (`key`, `expectedRev`, `actualRev`, `rule`, ...;
    * the spec's `name` field too), `cause` as its message, and `retryable`
-   * when the cause says whether trying again may help.
+   * when the cause says whether trying again may help; `causeCode`
+   * (`"storage_full"`) and `overloaded` (`true`) when a cause under the error
+   * says waiting out fixes it (a full or overloaded storage object: the
+   * worker answers a 503 with `Retry-After`), absent otherwise and from
+   * senders that predate them.
    */
   readonly fields: Record<string, unknown>;
 }
@@ -133,7 +138,9 @@ function isPlainData(value: unknown): boolean {
 /**
  * A thrown value as a {@link StorageWireError}. A `StorageError` keeps its
  * code, class, message and spec fields; anything else is a backend failure
- * (`code` `"backend"`) whose message is kept as `fields.cause`.
+ * (`code` `"backend"`) whose message is kept as `fields.cause`. Of a cause,
+ * only its message, `retryable` and its waiting-out marks travel
+ * (`causeCode`, `overloaded`: see {@link StorageWireError.fields}).
  *
  * @example
  * ```ts
@@ -155,10 +162,18 @@ export function encodeStorageError(error: unknown): StorageWireError {
     // An engine or platform failure says whether trying again may help (`retryable` on the cause).
     const retryable = (cause as { retryable?: unknown } | undefined)?.retryable;
     if (typeof retryable === "boolean") fields["retryable"] = retryable;
+    Object.assign(fields, markFields(waitOutMarks(error)));
     return { code: error.code, type: error.constructor.name, message: error.message, fields };
   }
   const message = error instanceof Error ? error.message : String(error);
-  return { code: "backend", type: "StorageBackendError", message: `storage backend failed: ${message}`, fields: { cause: message } };
+  // The thrown value is the cause of the backend failure it becomes: its own marks count.
+  const marks = markFields(waitOutMarks({ cause: error }));
+  return { code: "backend", type: "StorageBackendError", message: `storage backend failed: ${message}`, fields: { cause: message, ...marks } };
+}
+
+/** {@link WaitOutMarks} as wire fields (`causeCode`, `overloaded`). */
+function markFields(marks: WaitOutMarks | undefined): Record<string, unknown> {
+  return { ...(marks?.code === undefined ? {} : { causeCode: marks.code }), ...(marks?.overloaded === undefined ? {} : { overloaded: marks.overloaded }) };
 }
 
 /** Whether a storage error (or its decoded cause) says trying again may help. */
@@ -177,12 +192,18 @@ function idOf(value: unknown): OrderedId {
   return { namespace: text(id["namespace"]), orderingScope: text(id["orderingScope"]), stableKey: text(id["stableKey"]) };
 }
 
-/** The cause of a decoded error: the remote cause's message, with `retryable` when it was sent. */
+/**
+ * The cause of a decoded error: the remote cause's message, with `retryable`
+ * and the waiting-out marks (`code` `"storage_full"`, `overloaded: true`)
+ * when they were sent.
+ */
 function causeOf(fields: Record<string, unknown>): Error | undefined {
   const message = fields["cause"];
   const retryable = fields["retryable"];
-  if (typeof message !== "string" && typeof retryable !== "boolean") return undefined;
-  const cause = new Error(typeof message === "string" ? message : "remote failure");
+  const marked = waitOutCause({ code: fields["causeCode"], overloaded: fields["overloaded"] });
+  if (typeof message !== "string" && typeof retryable !== "boolean" && marked === undefined) return undefined;
+  const cause = marked ?? new Error("remote failure");
+  if (typeof message === "string") cause.message = message;
   if (typeof retryable === "boolean") Object.defineProperty(cause, "retryable", { value: retryable, enumerable: true });
   return cause;
 }
@@ -257,8 +278,9 @@ function rebuild(code: string, f: Record<string, unknown>): StorageError | null 
 /**
  * Rebuild the typed storage error a {@link StorageWireError} describes: the
  * same class (so `instanceof` works), `code`, message and spec fields; a
- * remote `cause` comes back as an `Error` with its message (and `retryable`
- * when one was sent). An unknown code becomes a plain `StorageError` with
+ * remote `cause` comes back as an `Error` with its message (and `retryable`,
+ * `code` `"storage_full"` and `overloaded: true` when they were sent, so the
+ * worker answers a remote full or overloaded store as a local one). An unknown code becomes a plain `StorageError` with
  * that code and the fields copied on; input that is not a wire error at all
  * becomes a `StorageBackendError`.
  *
