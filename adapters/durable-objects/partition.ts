@@ -18,6 +18,13 @@
  *   in production, a virtual clock in tests) is the journal's clock.
  * - Answers are {@link WireOutcome}s: typed journal errors travel as data and
  *   are rebuilt by the caller (RPC does not keep error classes).
+ * - Replies stay under the Workers RPC limit (32 MiB serialized): `claim`
+ *   hands out at most `CLAIM_RPC_EVENTS` (125) deliveries and
+ *   `listQuarantined` lists at most `QUARANTINE_RPC_ITEMS` (74) items per
+ *   call, whatever a (valid) `maxEvents` / `limit` asks, so that even the
+ *   largest events fit (both from `./partitioned-journal.ts`); the caller
+ *   asks again for more. A claim's leases are taken before its reply is
+ *   serialized, so an oversized reply would lease events nobody receives.
  *
  * Four calls go beside the journal's public surface, through the core's
  * `Work` / `Layout` (the journal's internal layer; this file is the one place
@@ -86,6 +93,7 @@ import type { Engine } from "../../src/engine.js";
 import { isRequestId } from "../../src/journal/event.js";
 import type { EngineTransaction, Key } from "../../src/engine.js";
 import { durableObjectEngine } from "./engine.js";
+import { CLAIM_RPC_EVENTS, QUARANTINE_RPC_ITEMS } from "./partitioned-journal.js";
 import { encodeAcks, encodeBatch, toWire, type WireAckResult, type WireBatchResult, type WireOutcome } from "./wire.js";
 
 /**
@@ -340,8 +348,14 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
     return this.serve(config, now, async (journal) => encodeBatch(await journal.appendBatch(events)));
   }
 
+  /**
+   * A claim of the hosted journal, of at most {@link CLAIM_RPC_EVENTS}
+   * events whatever `maxEvents` asks (a valid larger one is lowered): the
+   * leases are taken before the reply is serialized, so a reply over the RPC
+   * limit would lease events nobody receives.
+   */
   async claim(config: PartitionConfig, now: number, consumer: ConsumerId, options: ClaimOptions): Promise<WireOutcome<Delivery[]>> {
-    return this.serve(config, now, (journal) => journal.claim(consumer, options));
+    return this.serve(config, now, (journal) => journal.claim(consumer, lowered(options, "maxEvents", CLAIM_RPC_EVENTS, MAX_CLAIM_EVENTS)));
   }
 
   async ack(config: PartitionConfig, now: number, delivery: DeliveryId): Promise<WireOutcome<void>> {
@@ -372,8 +386,13 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
     return this.serve(config, now, (journal) => journal.attempts(consumer, requestId));
   }
 
+  /**
+   * A page of the hosted journal's quarantine listing, of at most
+   * {@link QUARANTINE_RPC_ITEMS} items (a valid larger `limit`, or the
+   * default 100, is lowered; the page then has a cursor when more follow).
+   */
   async listQuarantined(config: PartitionConfig, now: number, consumer: ConsumerId, options: ListQuarantinedOptions): Promise<WireOutcome<QuarantinePage>> {
-    return this.serve(config, now, (journal) => journal.listQuarantined(consumer, options));
+    return this.serve(config, now, (journal) => journal.listQuarantined(consumer, lowered(options, "limit", QUARANTINE_RPC_ITEMS, 1000, 100)));
   }
 
   async release(config: PartitionConfig, now: number, consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<WireOutcome<void>> {
@@ -504,6 +523,19 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
       });
     });
   }
+}
+
+/**
+ * `options` with its count `field` (`fallback` when absent) lowered to
+ * `most` when it is a valid count above it (at most `max`, the largest the
+ * journal accepts); anything else is left for the journal to check and
+ * refuse as it would.
+ */
+function lowered<T extends object, K extends keyof T & string>(options: T, field: K, most: number, max: number, fallback?: number): T {
+  if (options === null || typeof options !== "object") return options;
+  const value = options[field] ?? fallback;
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value <= most || value > max) return options;
+  return { ...options, [field]: most };
 }
 
 function sameCapacity(a: Capacity | null, b: Capacity): boolean {

@@ -21,10 +21,13 @@
  *   home, concurrently, each in input order; an event refused there is
  *   `rejected` with the `EventConflictError` and not sent on), then split per
  *   key partition and sent concurrently; each partition's share is one
- *   transaction, and the results come back in the order of the input. If one
- *   partition fails, the batch rejects although other partitions may have
- *   stored their share: retrying the batch is safe, since appends are
- *   idempotent on the request id (and a reservation of the same fact is too).
+ *   transaction, or, when it could pass the RPC limit, a few in turn (slices
+ *   of at most `RPC_BUDGET_BYTES`, 24 MiB, by a bound of each event's
+ *   serialized size, `eventBytesAtMost`), and the results come back in the
+ *   order of the input. If one partition fails, the batch rejects although
+ *   other partitions (or earlier slices) may have stored their share:
+ *   retrying the batch is safe, since appends are idempotent on the request
+ *   id (and a reservation of the same fact is too).
  * - `claim` first registers the consumer in every partition not yet known to
  *   have it (`register`, concurrently, each partition pruning first as the
  *   consumer's first claim there would; known pairs are remembered, see
@@ -46,13 +49,20 @@
  *   exceeds that bound. So a claim of 1 over P idle partitions is one round
  *   of P reads, not P rounds of claims; an event that becomes ready in a
  *   partition after its answer waits for the next claim. At most `maxEvents`
- *   events in all; each round fills the claim or drops a partition. One in
- *   flight per key holds because a key lives in one partition. When a
- *   partition fails during a claim that got deliveries elsewhere, those
- *   deliveries are returned and the failure goes to `onIgnoredError`; with no
- *   delivery at all, the claim rejects. The result is merged by `observedAt`
- *   (then request id, a UUIDv7 that sorts by minting time), keeping each
- *   partition's order.
+ *   events in all; each round fills the claim or drops a partition. A share
+ *   is claimed in RPCs of at most `CLAIM_RPC_EVENTS` (125) deliveries, one
+ *   after the other, until the share is leased or an RPC hands out less than
+ *   it asked (a reply of 125 of the largest events fits the 32 MiB RPC
+ *   limit; the leases are taken before a reply is serialized, so a reply
+ *   over it would lease events nobody receives); each is a claim at the same
+ *   `now`, so together they lease what one claim of the share would, in its
+ *   order. With P = 1, `claim` is exactly that: one share of `maxEvents`.
+ *   One in flight per key holds because a key lives in one partition. When
+ *   a partition fails during a claim that got deliveries elsewhere (or from
+ *   its own earlier RPCs), those deliveries are returned and the failure
+ *   goes to `onIgnoredError`; with no delivery at all, the claim rejects.
+ *   The result is merged by `observedAt` (then request id, a UUIDv7 that
+ *   sorts by minting time), keeping each partition's order.
  * - A `DeliveryId` (`consumer`, `event`, `attempt`) does not name a key, so
  *   `ack`, `nack`, `extend`, `quarantine`, `release`, `discard` and
  *   `attempts` go to the partition that stores the request id: first the
@@ -83,7 +93,12 @@
  *   1.5 x `limit` + 2P items (at most P x that share + 2 x `limit`), not
  *   P x `limit`, and is still full unless the listing ended. Cursors carry
  *   one position per partition (`"qp1.p0.p1..."`, `"qpn1...."` for newest
- *   first, `"ap1.s0.s1..."`).
+ *   first, `"ap1.s0.s1..."`). No quarantine ask is for more than
+ *   `QUARANTINE_RPC_ITEMS` (74) items, so that a reply of the largest items
+ *   (event and 32 attempts with the longest errors) fits the RPC limit; a
+ *   share over it is read in several asks (with P = 1, the page is read in
+ *   such asks, each from the cursor the previous one returned). Audit
+ *   entries are small: a page of 1000 is one ask.
  * - `prune` visits the partitions in turn until `limit` is used up, then
  *   verifies up to 256 due registry entries per partition (below).
  *
@@ -146,7 +161,12 @@
  * its earliest observed pending event); a request id whose event is no longer stored stays reserved
  * for its record up to `ID_SETTLE_MS` (above). With P = 1 every call is
  * forwarded unchanged (no registry), so the journal behaves exactly like
- * `createJournal` (the full conformance suite checks this).
+ * `createJournal` (the full conformance suite checks this), except that a
+ * claim or a quarantine page too large for one RPC is read in several (the
+ * same deliveries and items, see above), and that an `appendBatch`, one
+ * transaction and so one RPC, must serialize within 32 MiB (else it fails
+ * with a `BackendError` and stores nothing): about 200 of the largest
+ * events do.
  *
  * Time: every call sends this instance's clock reading (`options.clock`,
  * default `Date.now`) to the partition, which uses it as its journal's clock.
@@ -165,6 +185,8 @@ import {
   checkInteger,
   checkJournalName,
   checkUsageEvent,
+  MAX_ORDERING_PART_LENGTH,
+  MAX_RECORD_DATA_CHARS,
   parseConsumerId,
 } from "../../src/journal/event.js";
 import type {
@@ -202,6 +224,7 @@ import {
   checkListQuarantined,
   checkOperatorAction,
   checkPrune,
+  MAX_KEPT_ATTEMPTS,
 } from "../../src/journal/arguments.js";
 import { backendError } from "./errors.js";
 import { fnv1a32, partitionOf } from "./hash.js";
@@ -215,6 +238,88 @@ const REGISTRY_PRUNE_SCAN = 256;
 
 /** The most ids one `holdsMany` or `settleRegistry` call carries (what a partition accepts). */
 const REGISTRY_CALL_MAX = 1000;
+
+/**
+ * The most bytes one RPC between a `PartitionedJournal` and a partition is
+ * meant to carry each way. Workers RPC refuses to serialize an argument list
+ * or a return value over 32 MiB; this budget leaves a quarter of that spare.
+ * A claim or a listing whose reply would not fit is asked for in several
+ * RPCs, each small enough in the worst case ({@link CLAIM_RPC_EVENTS},
+ * {@link QUARANTINE_RPC_ITEMS}), and an `appendBatch` share is sent in
+ * slices measured against it ({@link eventBytesAtMost}).
+ */
+export const RPC_BUDGET_BYTES = 24 * 1024 * 1024;
+/**
+ * Serialized bytes per character of an event's `data` (its canonical JSON),
+ * at most. Structured clone stores a string that is not Latin-1 at 2 bytes
+ * per UTF-16 unit, a number that is not a small integer at 9 bytes (at least
+ * 3 characters and a separator in JSON) and a nested array at 5 bytes for
+ * its 2 brackets; measured, no shape of `data` passes 2.5. 3 leaves a margin.
+ */
+const DATA_BYTES_PER_CHAR = 3;
+/** Serialized bytes per UTF-16 unit of a string, at most (2 when any unit is not Latin-1). */
+const STRING_BYTES_PER_UNIT = 2;
+/** An event's fixed part (its ids, field names, tags, `observedAt`), at most: measured about 200 bytes. */
+const EVENT_FIXED_BYTES = 1024;
+/** What a delivery or a quarantined event adds around its event (consumer, ids, numbers, reason), at most. */
+const ITEM_FIXED_BYTES = 1024;
+/** The longest nack `error` an attempt keeps (what `nack` accepts; characters). */
+const MAX_NACK_ERROR_CHARS = 2000;
+/** One kept attempt (numbers, outcome, nack error), at most. */
+const ATTEMPT_BYTES = STRING_BYTES_PER_UNIT * MAX_NACK_ERROR_CHARS + 256;
+
+/**
+ * An upper bound of the bytes a checked event takes in a structured-clone
+ * serialization (an RPC argument or reply): its namespace and subject appear
+ * twice (ordering key and record), its `data` is bounded through the length
+ * of its JSON. `event` must be checked (`checkUsageEvent`): its `data` is
+ * then parsed canonical JSON.
+ */
+export function eventBytesAtMost(event: UsageEvent): number {
+  const { namespace, subject, data } = event.record;
+  return DATA_BYTES_PER_CHAR * JSON.stringify(data).length + 2 * STRING_BYTES_PER_UNIT * (namespace.length + subject.length) + EVENT_FIXED_BYTES;
+}
+
+/** The largest event any journal accepts, in serialized bytes at most (from the limits of `src/journal/event.ts`). */
+const MAX_EVENT_BYTES = DATA_BYTES_PER_CHAR * MAX_RECORD_DATA_CHARS + 2 * STRING_BYTES_PER_UNIT * 2 * MAX_ORDERING_PART_LENGTH + EVENT_FIXED_BYTES;
+
+/**
+ * The most deliveries one `claim` RPC asks a partition for (and a partition
+ * hands out in one reply): as many of the largest deliveries as fit
+ * {@link RPC_BUDGET_BYTES} (125). A claim for more is made in several RPCs.
+ */
+export const CLAIM_RPC_EVENTS = Math.floor(RPC_BUDGET_BYTES / (MAX_EVENT_BYTES + ITEM_FIXED_BYTES));
+
+/**
+ * The most quarantined events one `listQuarantined` RPC asks a partition for
+ * (and a partition lists in one reply): as many of the largest items (the
+ * largest event and `MAX_KEPT_ATTEMPTS` attempts with the longest nack
+ * errors) as fit {@link RPC_BUDGET_BYTES} (74). A longer page is read in
+ * several RPCs.
+ */
+export const QUARANTINE_RPC_ITEMS = Math.floor(RPC_BUDGET_BYTES / (MAX_EVENT_BYTES + ITEM_FIXED_BYTES + MAX_KEPT_ATTEMPTS * ATTEMPT_BYTES));
+
+/**
+ * Consecutive slices of `items` whose bounds (`bytesOf`) add up to at most
+ * `budget` each (an item over `budget` alone is a slice of its own), in order.
+ */
+function byteSlices<T>(items: readonly T[], bytesOf: (item: T) => number, budget: number): T[][] {
+  const out: T[][] = [];
+  let slice: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    const size = bytesOf(item);
+    if (slice.length > 0 && bytes + size > budget) {
+      out.push(slice);
+      slice = [];
+      bytes = 0;
+    }
+    slice.push(item);
+    bytes += size;
+  }
+  if (slice.length > 0) out.push(slice);
+  return out;
+}
 
 /** `items` in consecutive slices of at most `size`. */
 function chunks<T>(items: readonly T[], size: number): T[][] {
@@ -667,7 +772,7 @@ export class PartitionedJournal implements UsageJournal {
       now,
       valid.map(({ event }) => event),
     );
-    const shares = new Map<number, { events: UsageEvent[]; indexes: number[] }>();
+    const shares = new Map<number, { event: UsageEvent; index: number }[]>();
     valid.forEach(({ event: checked, index }, i) => {
       const error = refused[i];
       if (error !== undefined && error !== null) {
@@ -676,18 +781,22 @@ export class PartitionedJournal implements UsageJournal {
       }
       const p = this.partitionOf(checked.orderingKey.namespace, checked.orderingKey.subject);
       let share = shares.get(p);
-      if (share === undefined) shares.set(p, (share = { events: [], indexes: [] }));
-      share.events.push(checked);
-      share.indexes.push(index);
+      if (share === undefined) shares.set(p, (share = []));
+      share.push({ event: checked, index });
     });
+    // Each share in slices that fit an RPC (in order, one after the other), the shares concurrently.
     await Promise.all(
       [...shares].map(async ([p, share]) => {
-        const answers = decodeBatch(await this.send(p, "appendBatch", (stub, config) => stub.appendBatch(config, now, share.events)));
-        answers.forEach((answer, i) => {
-          const index = share.indexes[i]!;
-          results[index] = answer;
-          if (answer.status !== "rejected") this.hint(share.events[i]!.id, p);
-        });
+        for (const slice of byteSlices(share, ({ event }) => eventBytesAtMost(event), RPC_BUDGET_BYTES)) {
+          const events = slice.map(({ event }) => event);
+          const answers = decodeBatch(await this.send(p, "appendBatch", (stub, config) => stub.appendBatch(config, now, events)));
+          slice.forEach(({ event, index }, i) => {
+            const answer = answers[i];
+            if (answer === undefined) throw new BackendError(`partition ${p} answered an append batch with too few results`);
+            results[index] = answer;
+            if (answer.status !== "rejected") this.hint(event.id, p);
+          });
+        }
       }),
     );
     await this.verifyQuietly(now, due);
@@ -790,8 +899,16 @@ export class PartitionedJournal implements UsageJournal {
 
   async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
     const now = this.clock();
-    if (this.partitions === 1) return this.call(0, "claim", (stub, config) => stub.claim(config, now, consumer, options));
     const { consumer: id, maxEvents, leaseMs, now: claimNow } = checkClaim(consumer, options);
+    if (this.partitions === 1) {
+      // In RPCs of at most CLAIM_RPC_EVENTS, one after the other: the same deliveries as one claim of the core.
+      const { deliveries, failure } = await this.claimFrom(0, id, maxEvents, leaseMs, now, claimNow);
+      if (failure !== null) {
+        if (deliveries.length === 0) throw failure.error;
+        this.onIgnoredError(failure.error);
+      }
+      return deliveries;
+    }
     await this.ready();
     await this.registerEverywhere(id, claimNow);
     const start = this.learned.rotations.get(id) ?? 0;
@@ -836,20 +953,13 @@ export class PartitionedJournal implements UsageJournal {
         candidates.map(async (p, i) => {
           const share = shares[i]!;
           if (share === 0) return;
-          let deliveries: Delivery[];
-          try {
-            deliveries = await this.send(p, "claim", (stub, config) => stub.claim(config, now, id, { maxEvents: share, leaseMs, now: claimNow }));
-          } catch (error) {
-            failures.push(error);
-            out.add(p);
-            return;
-          }
+          const { deliveries, failure } = await this.claimFrom(p, id, share, leaseMs, now, claimNow);
           got[p]!.push(...deliveries);
-          for (const delivery of deliveries) this.hint(delivery.id.event, p);
           left -= deliveries.length;
           const cap = caps?.get(p);
           if (cap !== undefined) caps!.set(p, cap - deliveries.length);
-          if (deliveries.length < share || cap === deliveries.length) out.add(p);
+          if (failure !== null) failures.push(failure.error);
+          if (failure !== null || deliveries.length < share || cap === deliveries.length) out.add(p);
         }),
       );
       drop(out);
@@ -864,6 +974,44 @@ export class PartitionedJournal implements UsageJournal {
       for (const failure of failures) this.onIgnoredError(failure);
     }
     return mergeHeads(got, (a, b) => observedBefore(a.event, b.event), maxEvents).map(({ item }) => item);
+  }
+
+  /**
+   * Claim up to `count` events of partition `p`, in RPCs of at most
+   * {@link CLAIM_RPC_EVENTS} deliveries one after the other (a reply of the
+   * largest events must fit the RPC limit: the leases are taken before the
+   * reply is serialized), until `count` are leased or an RPC hands out fewer
+   * than it asked for. Each RPC is a claim of the partition's journal at the
+   * same `now`, so together they lease what one claim of `count` would: the
+   * first ready events in position order, one per key (a later RPC finds the
+   * keys of the earlier ones in flight), in that order. When an RPC fails,
+   * what the earlier ones leased is kept and the failure is returned beside
+   * it. Hints are filled.
+   */
+  private async claimFrom(
+    p: number,
+    consumer: ConsumerId,
+    count: number,
+    leaseMs: number,
+    now: number,
+    claimNow: number,
+  ): Promise<{ deliveries: Delivery[]; failure: { error: unknown } | null }> {
+    const deliveries: Delivery[] = [];
+    while (deliveries.length < count) {
+      const ask = Math.min(count - deliveries.length, CLAIM_RPC_EVENTS);
+      let got: Delivery[];
+      try {
+        got = await this.call(p, "claim", (stub, config) => stub.claim(config, now, consumer, { maxEvents: ask, leaseMs, now: claimNow }));
+      } catch (error) {
+        return { deliveries, failure: { error } };
+      }
+      for (const delivery of got) {
+        deliveries.push(delivery);
+        this.hint(delivery.id.event, p);
+      }
+      if (got.length < ask) break;
+    }
+    return { deliveries, failure: null };
   }
 
   /**
@@ -1134,8 +1282,22 @@ export class PartitionedJournal implements UsageJournal {
    */
   async listQuarantined(consumer: ConsumerId, options: ListQuarantinedOptions = {}): Promise<QuarantinePage> {
     const now = this.clock();
-    if (this.partitions === 1) return this.call(0, "listQuarantined", (stub, config) => stub.listQuarantined(config, now, consumer, options));
     const { consumer: id, limit, query, order, after: cursorText } = checkListQuarantined(consumer, options);
+    if (this.partitions === 1) {
+      // The page in RPCs of at most QUARANTINE_RPC_ITEMS, each from the cursor the previous one returned.
+      const items: QuarantinedEvent[] = [];
+      let after = cursorText ?? null;
+      for (;;) {
+        const ask = Math.min(limit - items.length, QUARANTINE_RPC_ITEMS);
+        const page = await this.call(0, "listQuarantined", (stub, config) =>
+          stub.listQuarantined(config, now, id, { limit: ask, after, order, ...(query === "" ? {} : { query }) }),
+        );
+        items.push(...page.items);
+        // An empty page that names a cursor would not move on: taken as the end of this page.
+        if (page.nextCursor === null || items.length >= limit || page.items.length === 0) return { items, nextCursor: page.nextCursor };
+        after = page.nextCursor;
+      }
+    }
     const newest = order === "newest";
     const prefix = newest ? QUARANTINE_NEWEST_CURSOR : QUARANTINE_CURSOR;
     const after = parseCursor(prefix, cursorText, this.partitions);
@@ -1145,7 +1307,13 @@ export class PartitionedJournal implements UsageJournal {
       limit,
       (p, from, share) =>
         this.send(p, "listQuarantined", (stub, config) =>
-          stub.listQuarantined(config, now, id, { limit: share, order, after: from > 0 ? `${newest ? "qn1." : "q1."}${from}` : null, ...(query === "" ? {} : { query }) }),
+          stub.listQuarantined(config, now, id, {
+            // A share over what one reply may carry is read in several asks (mergedPage asks again when it is used up).
+            limit: Math.min(share, QUARANTINE_RPC_ITEMS),
+            order,
+            after: from > 0 ? `${newest ? "qn1." : "q1."}${from}` : null,
+            ...(query === "" ? {} : { query }),
+          }),
         ),
       newest ? (a, b) => observedBefore(b.event, a.event) : (a, b) => observedBefore(a.event, b.event),
       (item) => item.position,
