@@ -7,8 +7,11 @@
  * contract (checked by `isostore/testing` and by this directory's tests):
  * - ordered tuple keys in a trie with one node per key prefix: point reads,
  *   overwrites and deletes in O(key length) `Map` lookups, inserts in those
- *   plus O(log n) in the one node the key joins, and scans of k entries in
- *   O(key length · log n + k);
+ *   plus O(log n) in the one node the key joins; a scan reaches its first
+ *   entry in O(key length · log n), then walks from each entry to the next:
+ *   O(1) per entry when the entries differ only in their last element (as in
+ *   every index of the kit's layers), up to O(key length) per entry when
+ *   they part early;
  * - serialized transactions (one body at a time, in call order) that see
  *   their own writes and roll back completely when the body throws, rejects,
  *   or makes a call that fails (invalid key, write in a "readonly"

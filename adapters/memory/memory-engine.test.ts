@@ -638,6 +638,39 @@ describe("memoryEngine: ordered trie", () => {
     engine.inspectIndex().check();
   });
 
+  it("keeps an emptied node as a tombstone that a later put revives, and compacts tombstones once they outnumber live siblings", async () => {
+    const engine = new MemoryEngine({ chunkCapacity: 4 });
+    await putAll(engine, Array.from({ length: 1000 }, (_, i): Key => ["p", i]));
+    // A key under one sibling runs empty and comes back, again and again: its node stays (no Map delete and set).
+    for (let round = 0; round < 50; round++) {
+      await engine.transact("readwrite", async (tx) => {
+        tx.put(["p", 5, "x"], round);
+      });
+      await engine.transact("readwrite", async (tx) => {
+        tx.delete(["p", 5, "x"]);
+      });
+      expect(engine.inspectIndex().tombstones).toBe(1);
+    }
+    expect(await keysOf(engine, { prefix: ["p", 5] })).toEqual([["p", 5]]);
+    // 501 siblings deleted: tombstones outnumber the 499 live ones and are compacted away (the one under
+    // ["p", 5] stays, beside that node's entry); 99 more stay as tombstones, ["p", 5] among them, which drops its own.
+    await engine.transact("readwrite", async (tx) => {
+      for (let i = 0; i < 501; i++) tx.delete(["p", 999 - i]);
+    });
+    expect(engine.inspectIndex().tombstones).toBe(1);
+    await engine.transact("readwrite", async (tx) => {
+      for (let i = 0; i < 99; i++) tx.delete(["p", i]);
+    });
+    expect(engine.inspectIndex()).toMatchObject({ size: 400, tombstones: 99 });
+    expect((await keysOf(engine)).map((k) => k[1])).toEqual(Array.from({ length: 400 }, (_, i) => i + 99));
+    expect(await keysOf(engine, { lower: ["p", 50], upper: ["p", 100] })).toEqual([["p", 99], ["p", 100]]);
+    expect(await keysOf(engine, { prefix: ["p"] }, true)).toHaveLength(400);
+    await engine.transact("readwrite", async (tx) => {
+      tx.deleteRange!({ prefix: ["p"] });
+    });
+    expect(engine.inspectIndex()).toMatchObject({ size: 0, height: 0, tombstones: 0 });
+  });
+
   it("stays sound and ordered through inserts and deletes in scrambled order, and ends with the root alone", async () => {
     for (const chunkCapacity of [4, 256]) {
       const engine = new MemoryEngine({ chunkCapacity });

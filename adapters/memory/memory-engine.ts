@@ -10,9 +10,10 @@
  *   node. Point reads, overwrites and deletes cost O(key length) `Map`
  *   lookups and never build an encoding of the key; a new key costs, on top,
  *   an insert into the sorted elements of the one node it joins (an append
- *   when its last element is the largest, as positions and times are), and a
- *   scan of k entries walks O(key length) sorted element lists to its start,
- *   then the k entries.
+ *   when its last element is the largest, as positions and times are). A
+ *   scan reaches its first entry through O(key length) sorted element lists,
+ *   then walks from each entry to the next (one step when they differ only in
+ *   their last element; up to the key's length when they part early).
  * - Transactions run one at a time, in the order `transact` was called. Writes
  *   apply at once (so the body reads its own writes, and nothing else can
  *   observe them until it settles because nothing else runs), and each is
@@ -395,12 +396,14 @@ export class MemoryEngine implements Engine {
 
   /**
    * The ordered trie, for tests: its number of entries, its height (the
-   * longest stored key's length; 0 when empty) and its structural check.
-   * Not part of the Engine contract.
+   * longest stored key's length; 0 when empty), its tombstones (nodes kept
+   * after their last key was deleted) and its structural check. Not part of
+   * the Engine contract.
    */
-  inspectIndex(): { readonly size: number; readonly height: number; check(): void } {
+  inspectIndex(): { readonly size: number; readonly height: number; readonly tombstones: number; check(): void } {
     const trie = this.store;
-    return { size: trie.size, height: trie.check(), check: () => trie.check() };
+    const height = trie.check();
+    return { size: trie.size, height, tombstones: trie.tombstones, check: () => trie.check() };
   }
 
   /** Start the next queued transaction, or go idle (and release a closed engine). */

@@ -22,8 +22,22 @@
  * strings, numbers by value, strings by UTF-16 code units). `0` and `-0` are
  * one element (the `Map` and the comparison agree on that).
  *
- * A node with neither an entry nor children is removed from its parent, so
- * deleting every key leaves only the root.
+ * Deletes leave tombstones: a node left with neither an entry nor live
+ * children stays in its parent's `Map` and sorted elements (its own children
+ * are dropped), and a later put of a key through it revives it without
+ * touching the parent. Removing it would cost little, but V8's `Map` keeps a
+ * deleted entry in its bucket chain until the table is rehashed, so deleting
+ * and setting the same element again and again (a key that runs empty and
+ * comes back, beside many siblings) made every lookup of it walk a chain as
+ * long as the siblings are many. A node whose tombstones outnumber its live
+ * children (at least {@link COMPACT_AT} of them) is compacted: its children
+ * are rebuilt from the live ones into a fresh `Map`. A node with no live
+ * child left drops its children at once, so deleting every key leaves only
+ * the root.
+ *
+ * A node with a single child keeps it in two fields instead of a `Map` and a
+ * sorted list (index entries such as `[table, time, position]` have one
+ * child per time): the `Map` is made when a second child comes.
  */
 
 import { assertValidKey, compareKeyParts, compareKeys, hasPrefix, type Key, type KeyPart, type KeyRange } from "../../src/engine.js";
@@ -33,6 +47,9 @@ export const ABSENT: unique symbol = Symbol("absent");
 
 /** Default number of elements per chunk of {@link SortedParts}. */
 const DEFAULT_CHUNK = 256;
+
+/** Tombstones a node keeps, at least, before it is compacted (see the module comment). */
+export const COMPACT_AT = 16;
 
 /**
  * Whether `a` sorts after `b` (see {@link compareKeyParts}), without the
@@ -71,12 +88,11 @@ function upperIndex(chunk: readonly KeyPart[], part: KeyPart): number {
  * A sorted set of distinct key elements: a list of sorted, non-empty chunks
  * whose concatenation is sorted. An element larger than every other one is
  * appended to the last chunk (a new chunk once that one is full); any other
- * insert or delete finds its chunk by binary search over the chunks' last
- * elements and splices inside one chunk of at most `capacity` elements. A
- * chunk that outgrows the capacity is split in two halves; one that shrinks
- * below a quarter of it is merged into a neighbour with room. The caller
- * guarantees that an inserted element is absent and a removed one present
- * (the node's `Map` says so).
+ * insert finds its chunk by binary search over the chunks' last elements and
+ * splices inside one chunk of at most `capacity` elements; a chunk that
+ * outgrows the capacity is split in two halves. Elements are never removed
+ * one by one: a trie node rebuilds its set when it compacts. The caller
+ * guarantees that an inserted element is absent (the node's `Map` says so).
  */
 export class SortedParts {
   /** The chunks, in order; each sorted and non-empty. */
@@ -104,32 +120,6 @@ export class SortedParts {
     const chunk = chunks[c]!;
     chunk.splice(lowerIndex(chunk, part), 0, part);
     if (chunk.length > this.capacity) chunks.splice(c + 1, 0, chunk.splice(chunk.length >> 1));
-  }
-
-  remove(part: KeyPart): void {
-    const chunks = this.chunks;
-    const c = this.chunkOf(part);
-    const chunk = chunks[c]!;
-    const i = lowerIndex(chunk, part);
-    if (i === 0) chunk.shift();
-    else if (i === chunk.length - 1) chunk.pop();
-    else chunk.splice(i, 1);
-    if (chunk.length === 0) {
-      chunks.splice(c, 1);
-    } else if (chunk.length < this.capacity >> 2 && chunks.length > 1) {
-      // Merge with the smaller neighbour when the two fit in one chunk.
-      const left = c > 0 ? chunks[c - 1]! : undefined;
-      const right = c + 1 < chunks.length ? chunks[c + 1]! : undefined;
-      if (left !== undefined && (right === undefined || left.length <= right.length)) {
-        if (left.length + chunk.length <= this.capacity) {
-          for (const p of chunk) left.push(p);
-          chunks.splice(c, 1);
-        }
-      } else if (right !== undefined && right.length + chunk.length <= this.capacity) {
-        for (const p of right) chunk.push(p);
-        chunks.splice(c + 1, 1);
-      }
-    }
   }
 
   /**
@@ -198,10 +188,39 @@ export class TrieNode {
   value: unknown = ABSENT;
   /** The stored copy of the entry's key (null without an entry). */
   key: Key | null = null;
-  /** Children by element (null when there are none). */
+  /** Children that hold an entry or a live child of their own. */
+  live = 0;
+  /** Children kept as tombstones: neither an entry nor a live child (and no children at all). */
+  dead = 0;
+  /** The element of the only child, while there is one and no `Map` (meaningful while `only` is set). */
+  onlyPart: KeyPart = 0;
+  /** The only child, while the node has exactly one and no `Map`. */
+  only: TrieNode | null = null;
+  /** Children by element, once there were two (null otherwise). */
   children: Map<KeyPart, TrieNode> | null = null;
-  /** The children's elements in order (null exactly when `children` is). */
+  /** The elements of `children` in order (null exactly when `children` is). */
   order: SortedParts | null = null;
+}
+
+/** Whether `node` holds an entry or a live child (else it is a tombstone, or the empty root). */
+function isLive(node: TrieNode): boolean {
+  return node.value !== ABSENT || node.live > 0;
+}
+
+/** The child of `node` at `part`, live or not. */
+function childOf(node: TrieNode, part: KeyPart): TrieNode | undefined {
+  if (node.only !== null) return node.onlyPart === part ? node.only : undefined; // `===`: 0 and -0 are one element
+  const children = node.children;
+  return children === null ? undefined : children.get(part);
+}
+
+/** Drop every child of `node` (all of them tombstones). */
+function dropChildren(node: TrieNode): void {
+  node.only = null;
+  node.onlyPart = 0;
+  node.children = null;
+  node.order = null;
+  node.dead = 0;
 }
 
 /** How the upper bound of a {@link ScanBounds} holds. */
@@ -270,6 +289,8 @@ export class OrderedTrie {
   size = 0;
   /** Nodes visited by {@link delete}, for pruning (reused: the trie is used synchronously). */
   private readonly path: TrieNode[] = [];
+  /** Tombstones the last {@link check} found (for tests). */
+  tombstones = 0;
   /** The key of the entry {@link delete} removed last. */
   removedKey: Key | null = null;
   // The running scan's state (scans do not nest).
@@ -283,34 +304,27 @@ export class OrderedTrie {
   /** The node of `key` when it holds an entry. */
   find(key: Key): TrieNode | undefined {
     let node: TrieNode | undefined = this.root;
-    for (let i = 0; i < key.length; i++) {
-      const children: Map<KeyPart, TrieNode> | null = node.children;
-      if (children === null) return undefined;
-      node = children.get(key[i]!);
-      if (node === undefined) return undefined;
-    }
-    return node.value === ABSENT ? undefined : node;
+    for (let i = 0; i < key.length && node !== undefined; i++) node = childOf(node, key[i]!);
+    return node === undefined || node.value === ABSENT ? undefined : node;
   }
 
   /**
-   * The node of `key`, created (with the nodes above it) when missing. The
-   * caller sets its entry: a node left without an entry and without children
-   * would break the trie's invariant.
+   * The node of `key`, created (with the nodes above it) when missing, and
+   * counted live in its parent (tombstones on the way are revived). The
+   * caller sets its entry at once: a node counted live without an entry or
+   * a live child would break the counts.
    */
   node(key: Key): TrieNode {
     let node = this.root;
     for (let i = 0; i < key.length; i++) {
       const part = key[i]!;
-      let children = node.children;
-      if (children === null) {
-        children = node.children = new Map();
-        node.order = new SortedParts(this.chunkCapacity);
-      }
-      let child = children.get(part);
+      let child = childOf(node, part);
       if (child === undefined) {
         child = new TrieNode();
-        children.set(part, child);
-        node.order!.insert(part);
+        this.addChild(node, part, child);
+      } else if (!isLive(child)) {
+        node.dead--;
+        node.live++;
       }
       node = child;
     }
@@ -319,16 +333,16 @@ export class OrderedTrie {
 
   /**
    * Remove `key`'s entry and return its value ({@link ABSENT} when there was
-   * none; {@link removedKey} then holds the removed entry's stored key), and
-   * remove the nodes left with neither an entry nor children.
+   * none; {@link removedKey} then holds the removed entry's stored key). A
+   * node left with neither an entry nor a live child becomes a tombstone
+   * (see the module comment).
    */
   delete(key: Key): unknown {
     const path = this.path;
     let node: TrieNode | undefined = this.root;
     for (let i = 0; i < key.length; i++) {
       path[i] = node;
-      const children: Map<KeyPart, TrieNode> | null = node.children;
-      node = children === null ? undefined : children.get(key[i]!);
+      node = childOf(node, key[i]!);
       if (node === undefined) {
         path.length = 0;
         return ABSENT;
@@ -340,18 +354,16 @@ export class OrderedTrie {
       node.value = ABSENT;
       node.key = null;
       this.size--;
-      for (let i = key.length - 1; i >= 0 && node.value === ABSENT && node.children === null; i--) {
+      // Each node that died drops its children (all tombstones) and counts as a tombstone in its parent.
+      for (let i = key.length - 1; i >= 0 && !isLive(node); i--) {
+        if (node.dead > 0) dropChildren(node);
         const parent: TrieNode = path[i]!;
-        const part = key[i]!;
-        parent.children!.delete(part);
-        if (parent.children!.size === 0) {
-          parent.children = null;
-          parent.order = null;
-        } else {
-          parent.order!.remove(part);
-        }
+        parent.live--;
+        parent.dead++;
+        if (parent.dead > parent.live && parent.dead >= COMPACT_AT) this.compact(parent);
         node = parent;
       }
+      if (this.root.live === 0 && this.root.dead > 0) dropChildren(this.root);
     }
     path.length = 0;
     return value;
@@ -382,55 +394,110 @@ export class OrderedTrie {
   }
 
   /**
-   * Check the invariants (for tests): every child map and its sorted
-   * elements agree, the elements are strictly increasing, no chunk is empty
-   * or over capacity, every node but the root holds an entry or children,
-   * each entry's stored key spells its path, and `size` counts the entries.
-   * Returns the height (the longest key's length).
+   * Check the invariants (for tests): a node keeps its only child in two
+   * fields or its children in a `Map` (of two or more) whose sorted elements
+   * agree with it, strictly increasing, in chunks neither empty nor over
+   * capacity; `live` and `dead` count its live children and tombstones; a
+   * tombstone has no children, a node with no live child keeps no
+   * tombstones unless it holds an entry, and tombstones outnumber live
+   * children only while fewer than {@link COMPACT_AT}; each entry's stored
+   * key spells its path; `size` counts the entries. Returns the height (the
+   * longest stored key's length; 0 when empty) and sets {@link tombstones}.
    */
   check(): number {
     let entries = 0;
+    let tombstones = 0;
     let height = 0;
     const path: KeyPart[] = [];
+    const fail = (what: string): never => {
+      throw new Error(`trie: ${what} at ${JSON.stringify(path)}`);
+    };
     const walk = (node: TrieNode, depth: number): void => {
-      height = Math.max(height, depth);
       if (node.value !== ABSENT) {
         entries++;
+        height = Math.max(height, depth);
         const key = node.key;
-        if (key === null || key.length !== depth || key.some((p, i) => compareKeyParts(p, path[i]!) !== 0)) {
-          throw new Error(`trie: the entry at ${JSON.stringify(path)} holds the key ${JSON.stringify(key)}`);
-        }
+        if (key === null || key.length !== depth || key.some((p, i) => compareKeyParts(p, path[i]!) !== 0)) fail(`an entry holds the key ${JSON.stringify(key)}`);
       } else if (node.key !== null) {
-        throw new Error(`trie: a node without an entry keeps a key at ${JSON.stringify(path)}`);
+        fail("a node without an entry keeps a key");
       }
-      if (node.children === null) {
-        if (node.order !== null) throw new Error("trie: sorted elements without children");
-        if (depth > 0 && node.value === ABSENT) throw new Error(`trie: an empty node stayed at ${JSON.stringify(path)}`);
-        return;
-      }
-      const order = node.order;
-      if (order === null || node.children.size === 0) throw new Error("trie: children without sorted elements");
-      let previous: KeyPart | undefined;
-      let count = 0;
-      for (const chunk of order.chunks) {
-        if (chunk.length === 0 || chunk.length > this.chunkCapacity) throw new Error(`trie: a chunk of ${chunk.length} elements`);
-        for (const part of chunk) {
-          if (previous !== undefined && compareKeyParts(previous, part) >= 0) throw new Error("trie: elements out of order");
-          previous = part;
-          count++;
-          const child = node.children.get(part);
-          if (child === undefined) throw new Error(`trie: the element ${String(part)} has no child`);
-          path.push(part);
-          walk(child, depth + 1);
-          path.pop();
+      const children: [KeyPart, TrieNode][] = [];
+      if (node.only !== null) {
+        if (node.children !== null || node.order !== null) fail("a single child beside a Map");
+        children.push([node.onlyPart, node.only]);
+      } else if (node.children !== null) {
+        const order = node.order;
+        if (order === null) fail("children without sorted elements");
+        let previous: KeyPart | undefined;
+        for (const chunk of order!.chunks) {
+          if (chunk.length === 0 || chunk.length > this.chunkCapacity) fail(`a chunk of ${chunk.length} elements`);
+          for (const part of chunk) {
+            if (previous !== undefined && compareKeyParts(previous, part) >= 0) fail("elements out of order");
+            previous = part;
+            const child = node.children.get(part);
+            if (child === undefined) fail(`the element ${String(part)} has no child`);
+            children.push([part, child!]);
+          }
         }
+        if (children.length !== node.children.size) fail("children and sorted elements differ in number");
+        if (children.length < 2) fail("a Map for fewer than two children");
+      } else if (node.order !== null) {
+        fail("sorted elements without children");
       }
-      if (count !== node.children.size) throw new Error("trie: children and sorted elements differ in number");
+      let live = 0;
+      for (const [part, child] of children) {
+        path.push(part);
+        if (isLive(child)) live++;
+        else if (child.only !== null || child.children !== null) fail("a tombstone with children");
+        walk(child, depth + 1);
+        path.pop();
+      }
+      const dead = children.length - live;
+      tombstones += dead;
+      if (node.live !== live || node.dead !== dead) fail(`counts live ${node.live} / dead ${node.dead}, found ${live} / ${dead}`);
+      if (dead > live && dead >= COMPACT_AT) fail(`${dead} tombstones beside ${live} live children`);
+      if (live === 0 && dead > 0 && node.value === ABSENT) fail("a node with only tombstones keeps them");
     };
     walk(this.root, 0);
+    this.tombstones = tombstones;
     if (this.root.value !== ABSENT) throw new Error("trie: the root holds an entry");
     if (entries !== this.size) throw new Error(`trie: size ${this.size} but ${entries} entries`);
     return height;
+  }
+
+  /** Add `child` (new, counted live) under `node` at `part` (absent there). */
+  private addChild(node: TrieNode, part: KeyPart, child: TrieNode): void {
+    node.live++;
+    if (node.only === null && node.children === null) {
+      node.onlyPart = part;
+      node.only = child;
+      return;
+    }
+    if (node.children === null) {
+      // A second child: from the two fields to a Map and a sorted list.
+      node.children = new Map([[node.onlyPart, node.only!]]);
+      node.order = new SortedParts(this.chunkCapacity);
+      node.order.insert(node.onlyPart);
+      node.only = null;
+      node.onlyPart = 0;
+    }
+    node.children.set(part, child);
+    node.order!.insert(part);
+  }
+
+  /** Rebuild the children of `node` from its live ones (fresh `Map`, no tombstones). */
+  private compact(node: TrieNode): void {
+    const old = node.children;
+    const order = node.order;
+    dropChildren(node);
+    node.live = 0;
+    if (old === null || order === null) return; // a single child: dropChildren was all there was to do
+    for (const chunk of order.chunks) {
+      for (const part of chunk) {
+        const child = old.get(part)!;
+        if (isLive(child)) this.addChild(node, part, child); // ascending: each insert is an append
+      }
+    }
   }
 
   /**
@@ -446,8 +513,7 @@ export class OrderedTrie {
     if (own && lowerOn) own = lower!.length === depth && !lowerOpen; // a proper prefix of `lower` sorts before it
     if (own && upperOn) own = upper!.length > depth || upperMode !== Upper.Open;
     if (own && !this.reverse && !this.emit(node)) return false;
-    const order = node.order;
-    if (order !== null) {
+    if (node.live > 0) {
       // Which children can hold keys inside the bounds.
       let from: KeyPart | undefined;
       let to: KeyPart | undefined;
@@ -461,15 +527,30 @@ export class OrderedTrie {
         else if (upperMode === Upper.Prefix) upperOn = false; // every child starts with the prefix
         else childrenIn = false; // the path is `upper`: every child sorts after it
       }
-      if (childrenIn && !(this.reverse ? this.walkDown(node, depth, from, to, lowerOn, upperOn) : this.walkUp(node, depth, from, to, lowerOn, upperOn))) {
-        return false;
+      if (childrenIn) {
+        const more =
+          node.only !== null
+            ? this.walkOnly(node.onlyPart, node.only, depth, from, to, lowerOn, upperOn)
+            : this.reverse
+              ? this.walkDown(node, depth, from, to, lowerOn, upperOn)
+              : this.walkUp(node, depth, from, to, lowerOn, upperOn);
+        if (!more) return false;
       }
     }
     if (own && this.reverse && !this.emit(node)) return false;
     return true;
   }
 
-  /** The children of `node` from `from` to `to` (each when defined), ascending. */
+  /** The only child of a node, when it lies from `from` to `to` (each when defined). */
+  private walkOnly(part: KeyPart, child: TrieNode, depth: number, from: KeyPart | undefined, to: KeyPart | undefined, lowerOn: boolean, upperOn: boolean): boolean {
+    if (from !== undefined && after(from, part)) return true;
+    if (to !== undefined && after(part, to)) return true;
+    const atLower = lowerOn && from !== undefined && !after(part, from);
+    const atUpper = upperOn && to !== undefined && !after(to, part);
+    return this.walk(child, depth + 1, atLower, atUpper);
+  }
+
+  /** The live children of `node` from `from` to `to` (each when defined), ascending. */
   private walkUp(node: TrieNode, depth: number, from: KeyPart | undefined, to: KeyPart | undefined, lowerOn: boolean, upperOn: boolean): boolean {
     const order = node.order!;
     const children = node.children!;
@@ -490,14 +571,16 @@ export class OrderedTrie {
           if (after(part, to)) return true;
           atUpper = upperOn && !after(to, part);
         }
+        const child = children.get(part)!;
+        if (!isLive(child)) continue;
         const atLower = lowerOn && from !== undefined && !after(part, from);
-        if (!this.walk(children.get(part)!, depth + 1, atLower, atUpper)) return false;
+        if (!this.walk(child, depth + 1, atLower, atUpper)) return false;
       }
     }
     return true;
   }
 
-  /** The children of `node` from `to` down to `from` (each when defined), descending. */
+  /** The live children of `node` from `to` down to `from` (each when defined), descending. */
   private walkDown(node: TrieNode, depth: number, from: KeyPart | undefined, to: KeyPart | undefined, lowerOn: boolean, upperOn: boolean): boolean {
     const order = node.order!;
     const children = node.children!;
@@ -518,8 +601,10 @@ export class OrderedTrie {
           if (after(from, part)) return true;
           atLower = lowerOn && !after(part, from);
         }
+        const child = children.get(part)!;
+        if (!isLive(child)) continue;
         const atUpper = upperOn && to !== undefined && !after(to, part);
-        if (!this.walk(children.get(part)!, depth + 1, atLower, atUpper)) return false;
+        if (!this.walk(child, depth + 1, atLower, atUpper)) return false;
       }
     }
     return true;
