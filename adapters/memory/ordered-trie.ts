@@ -23,9 +23,11 @@
  * one element (the `Map` and the comparison agree on that).
  *
  * Deletes leave tombstones: a node left with neither an entry nor live
- * children stays in its parent's `Map` and sorted elements (its own children
- * are dropped), and a later put of a key through it revives it without
- * touching the parent. Removing it would cost little, but V8's `Map` keeps a
+ * children leaves its parent's sorted elements (so scans never meet it) but
+ * stays in its parent's `Map` (its own children are dropped), and a later
+ * put of a key through it revives it with an insert into the sorted
+ * elements and no `Map` write. Removing it from the `Map` too would cost
+ * little, but V8's `Map` keeps a
  * deleted entry in its bucket chain until the table is rehashed, so deleting
  * and setting the same element again and again (a key that runs empty and
  * comes back, beside many siblings) made every lookup of it walk a chain as
@@ -88,11 +90,12 @@ function upperIndex(chunk: readonly KeyPart[], part: KeyPart): number {
  * A sorted set of distinct key elements: a list of sorted, non-empty chunks
  * whose concatenation is sorted. An element larger than every other one is
  * appended to the last chunk (a new chunk once that one is full); any other
- * insert finds its chunk by binary search over the chunks' last elements and
- * splices inside one chunk of at most `capacity` elements; a chunk that
- * outgrows the capacity is split in two halves. Elements are never removed
- * one by one: a trie node rebuilds its set when it compacts. The caller
- * guarantees that an inserted element is absent (the node's `Map` says so).
+ * insert or delete finds its chunk by binary search over the chunks' last
+ * elements and splices inside one chunk of at most `capacity` elements. A
+ * chunk that outgrows the capacity is split in two halves; one that shrinks
+ * below a quarter of it is merged into a neighbour with room. The caller
+ * guarantees that an inserted element is absent and a removed one present
+ * (the node's `Map` and counts say so).
  */
 export class SortedParts {
   /** The chunks, in order; each sorted and non-empty. */
@@ -120,6 +123,32 @@ export class SortedParts {
     const chunk = chunks[c]!;
     chunk.splice(lowerIndex(chunk, part), 0, part);
     if (chunk.length > this.capacity) chunks.splice(c + 1, 0, chunk.splice(chunk.length >> 1));
+  }
+
+  remove(part: KeyPart): void {
+    const chunks = this.chunks;
+    const c = this.chunkOf(part);
+    const chunk = chunks[c]!;
+    const i = lowerIndex(chunk, part);
+    if (i === 0) chunk.shift();
+    else if (i === chunk.length - 1) chunk.pop();
+    else chunk.splice(i, 1);
+    if (chunk.length === 0) {
+      chunks.splice(c, 1);
+    } else if (chunk.length < this.capacity >> 2 && chunks.length > 1) {
+      // Merge with the smaller neighbour when the two fit in one chunk.
+      const left = c > 0 ? chunks[c - 1]! : undefined;
+      const right = c + 1 < chunks.length ? chunks[c + 1]! : undefined;
+      if (left !== undefined && (right === undefined || left.length <= right.length)) {
+        if (left.length + chunk.length <= this.capacity) {
+          for (const p of chunk) left.push(p);
+          chunks.splice(c, 1);
+        }
+      } else if (right !== undefined && right.length + chunk.length <= this.capacity) {
+        for (const p of right) chunk.push(p);
+        chunks.splice(c + 1, 1);
+      }
+    }
   }
 
   /**
@@ -196,9 +225,9 @@ export class TrieNode {
   onlyPart: KeyPart = 0;
   /** The only child, while the node has exactly one and no `Map`. */
   only: TrieNode | null = null;
-  /** Children by element, once there were two (null otherwise). */
+  /** Children by element, tombstones included, once there were two (null otherwise). */
   children: Map<KeyPart, TrieNode> | null = null;
-  /** The elements of `children` in order (null exactly when `children` is). */
+  /** The elements of the live children in `children`, in order (null exactly when `children` is). */
   order: SortedParts | null = null;
 }
 
@@ -325,6 +354,7 @@ export class OrderedTrie {
       } else if (!isLive(child)) {
         node.dead--;
         node.live++;
+        if (node.order !== null) node.order.insert(part);
       }
       node = child;
     }
@@ -360,6 +390,7 @@ export class OrderedTrie {
         const parent: TrieNode = path[i]!;
         parent.live--;
         parent.dead++;
+        if (parent.order !== null) parent.order.remove(key[i]!);
         if (parent.dead > parent.live && parent.dead >= COMPACT_AT) this.compact(parent);
         node = parent;
       }
@@ -396,8 +427,8 @@ export class OrderedTrie {
   /**
    * Check the invariants (for tests): a node keeps its only child in two
    * fields or its children in a `Map` (of two or more) whose sorted elements
-   * agree with it, strictly increasing, in chunks neither empty nor over
-   * capacity; `live` and `dead` count its live children and tombstones; a
+   * are exactly its live children, strictly increasing, in chunks neither
+   * empty nor over capacity; `live` and `dead` count its live children and tombstones; a
    * tombstone has no children, a node with no live child keeps no
    * tombstones unless it holds an entry, and tombstones outnumber live
    * children only while fewer than {@link COMPACT_AT}; each entry's stored
@@ -429,18 +460,20 @@ export class OrderedTrie {
         const order = node.order;
         if (order === null) fail("children without sorted elements");
         let previous: KeyPart | undefined;
+        let sorted = 0;
         for (const chunk of order!.chunks) {
           if (chunk.length === 0 || chunk.length > this.chunkCapacity) fail(`a chunk of ${chunk.length} elements`);
           for (const part of chunk) {
             if (previous !== undefined && compareKeyParts(previous, part) >= 0) fail("elements out of order");
             previous = part;
+            sorted++;
             const child = node.children.get(part);
-            if (child === undefined) fail(`the element ${String(part)} has no child`);
-            children.push([part, child!]);
+            if (child === undefined || !isLive(child)) fail(`the sorted element ${String(part)} is not a live child`);
           }
         }
-        if (children.length !== node.children.size) fail("children and sorted elements differ in number");
+        for (const entry of node.children) children.push(entry);
         if (children.length < 2) fail("a Map for fewer than two children");
+        if (sorted !== children.filter(([, child]) => isLive(child)).length) fail("live children missing from the sorted elements");
       } else if (node.order !== null) {
         fail("sorted elements without children");
       }
@@ -477,7 +510,7 @@ export class OrderedTrie {
       // A second child: from the two fields to a Map and a sorted list.
       node.children = new Map([[node.onlyPart, node.only!]]);
       node.order = new SortedParts(this.chunkCapacity);
-      node.order.insert(node.onlyPart);
+      if (isLive(node.only!)) node.order.insert(node.onlyPart);
       node.only = null;
       node.onlyPart = 0;
     }
@@ -485,7 +518,7 @@ export class OrderedTrie {
     node.order!.insert(part);
   }
 
-  /** Rebuild the children of `node` from its live ones (fresh `Map`, no tombstones). */
+  /** Rebuild the children of `node` from its live ones (its sorted elements) into a fresh `Map`, without tombstones. */
   private compact(node: TrieNode): void {
     const old = node.children;
     const order = node.order;
@@ -493,10 +526,7 @@ export class OrderedTrie {
     node.live = 0;
     if (old === null || order === null) return; // a single child: dropChildren was all there was to do
     for (const chunk of order.chunks) {
-      for (const part of chunk) {
-        const child = old.get(part)!;
-        if (isLive(child)) this.addChild(node, part, child); // ascending: each insert is an append
-      }
+      for (const part of chunk) this.addChild(node, part, old.get(part)!); // the live ones, ascending: each insert is an append
     }
   }
 
@@ -550,7 +580,7 @@ export class OrderedTrie {
     return this.walk(child, depth + 1, atLower, atUpper);
   }
 
-  /** The live children of `node` from `from` to `to` (each when defined), ascending. */
+  /** The live children of `node` (its sorted elements) from `from` to `to` (each when defined), ascending. */
   private walkUp(node: TrieNode, depth: number, from: KeyPart | undefined, to: KeyPart | undefined, lowerOn: boolean, upperOn: boolean): boolean {
     const order = node.order!;
     const children = node.children!;
@@ -571,10 +601,8 @@ export class OrderedTrie {
           if (after(part, to)) return true;
           atUpper = upperOn && !after(to, part);
         }
-        const child = children.get(part)!;
-        if (!isLive(child)) continue;
         const atLower = lowerOn && from !== undefined && !after(part, from);
-        if (!this.walk(child, depth + 1, atLower, atUpper)) return false;
+        if (!this.walk(children.get(part)!, depth + 1, atLower, atUpper)) return false;
       }
     }
     return true;
@@ -601,10 +629,8 @@ export class OrderedTrie {
           if (after(from, part)) return true;
           atLower = lowerOn && !after(part, from);
         }
-        const child = children.get(part)!;
-        if (!isLive(child)) continue;
         const atUpper = upperOn && to !== undefined && !after(to, part);
-        if (!this.walk(child, depth + 1, atLower, atUpper)) return false;
+        if (!this.walk(children.get(part)!, depth + 1, atLower, atUpper)) return false;
       }
     }
     return true;
