@@ -1,5 +1,5 @@
 /**
- * Tests of the memory engine's key encoding: that JavaScript string order on
+ * Tests of the order-preserving key encoding (the IndexedDB engine's): that JavaScript string order on
  * encodings is exactly `compareKeys` order, that prefixes map to string
  * prefixes and to the `[enc(p), prefixUpperBound(enc(p)))` interval, and that
  * encodings stay one-byte strings.

@@ -100,7 +100,11 @@ export interface LeaserOptions {
   readonly scheduler?: Scheduler | undefined;
   /** How long a grant or renewal lasts. Default {@link DEFAULT_LEASE_TTL_MS}. */
   readonly ttlMs?: number | undefined;
-  /** How often a holder renews; less than `ttlMs`. Default `ttlMs / 3`. */
+  /**
+   * How often a holder renews; less than `ttlMs`. Default `ttlMs / 3`. A
+   * holder renews at least every 2^31 - 1 ms (about 24.8 days, the longest
+   * delay timers take), whatever this says.
+   */
   readonly renewEveryMs?: number | undefined;
   /**
    * Told about a renewal the engine failed (the lease is kept until its
@@ -128,6 +132,21 @@ export function checkScheduler(argument: string, scheduler: Scheduler | undefine
     throw new InvalidArgumentError(argument, "must be an object with setTimeout and clearTimeout functions");
   }
   return scheduler;
+}
+
+/**
+ * The longest delay timers take: Node, browsers and workerd run a
+ * `setTimeout` of more than 2^31 - 1 ms after 1 ms instead.
+ */
+const MAX_TIMER_DELAY_MS = 0x7fffffff;
+
+/**
+ * `ms` as a timer delay: not negative, and at most {@link MAX_TIMER_DELAY_MS}
+ * (a lease of a month waits in steps: a timer that fires before its time
+ * sets the next).
+ */
+function timerDelay(ms: number): number {
+  return Math.min(MAX_TIMER_DELAY_MS, Math.max(0, ms));
 }
 
 /**
@@ -226,7 +245,7 @@ class HeldLease implements Lease {
   }
 
   private scheduleRenewal(): void {
-    const delay = Math.max(0, Math.min(this.config.renewEveryMs, this.expiresAt - this.config.clock()));
+    const delay = timerDelay(Math.min(this.config.renewEveryMs, this.expiresAt - this.config.clock()));
     // tick() never rejects (renewal failures go to onRenewError), so handing its promise to the scheduler is safe.
     this.renewTimer = this.config.scheduler.setTimeout(() => this.tick(), delay);
   }
@@ -234,7 +253,7 @@ class HeldLease implements Lease {
   /** (Re)arm the expiry timer at {@link expiresAt}. */
   private armExpiry(): void {
     if (this.expiryTimer !== undefined) this.config.scheduler.clearTimeout(this.expiryTimer);
-    const delay = Math.max(0, this.expiresAt - this.config.clock());
+    const delay = timerDelay(this.expiresAt - this.config.clock());
     this.expiryTimer = this.config.scheduler.setTimeout(() => this.expire(), delay);
   }
 

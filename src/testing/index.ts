@@ -41,7 +41,7 @@ export {
   type StorageSubject,
   type StorageSubjectFactory,
 } from "./storage-conformance.js";
-export { virtualScheduler, type VirtualScheduler } from "./storage-scheduler.js";
+export { virtualScheduler, type VirtualScheduler, type VirtualSchedulerOptions } from "./storage-scheduler.js";
 export { QueueOracle } from "./queue-oracle.js";
 export { queueConformanceCases, type QueueConformanceOptions } from "./queue-conformance.js";
 export { engineConformanceCases, type EngineConformanceOptions } from "./engine-conformance.js";

@@ -13,6 +13,22 @@ export interface VirtualScheduler extends Scheduler {
   advance(ms: number): Promise<void>;
   /** Timers waiting to run. */
   pending(): number;
+  /** What the promises timer callbacks returned rejected with (collected when the scheduler does not wait for them). */
+  readonly rejections: unknown[];
+  /** Every delay `setTimeout` was given, in call order. */
+  readonly delays: number[];
+}
+
+/** Options of {@link virtualScheduler}. */
+export interface VirtualSchedulerOptions {
+  /**
+   * Whether `advance` waits for the promise a timer callback returns (the
+   * work it started, such as a renewal transaction) before the clock moves
+   * on. Default true. False behaves as real timers do: a callback whose work
+   * never settles holds nothing up, and what its promise rejects with is
+   * kept in `rejections` (with real timers, an unhandled rejection).
+   */
+  readonly waitForCallbacks?: boolean;
 }
 
 interface Timer {
@@ -38,11 +54,17 @@ async function settle(): Promise<void> {
  * await scheduler.advance(10_000); // renewals due in the next 10 s run, in order
  * ```
  */
-export function virtualScheduler(time: VirtualClock): VirtualScheduler {
+export function virtualScheduler(time: VirtualClock, options: VirtualSchedulerOptions = {}): VirtualScheduler {
+  const wait = options.waitForCallbacks !== false;
   let timers: Timer[] = [];
   let nextId = 1;
+  const rejections: unknown[] = [];
+  const delays: number[] = [];
   return {
+    rejections,
+    delays,
     setTimeout(callback, ms) {
+      delays.push(ms);
       const timer = { id: nextId++, at: time.now + Math.max(0, ms), callback };
       timers.push(timer);
       return timer.id;
@@ -57,9 +79,13 @@ export function virtualScheduler(time: VirtualClock): VirtualScheduler {
         if (due === undefined) break;
         timers = timers.filter((timer) => timer !== due);
         time.now = Math.max(time.now, due.at);
-        // Wait for the work the timer started (a renewal transaction), however
-        // long the engine takes to commit, before the clock moves on.
-        await due.callback();
+        if (wait) {
+          // Wait for the work the timer started (a renewal transaction), however
+          // long the engine takes to commit, before the clock moves on.
+          await due.callback();
+        } else {
+          Promise.resolve(due.callback()).catch((error: unknown) => rejections.push(error));
+        }
         await settle();
       }
       time.now = target;

@@ -8,7 +8,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { newByteStream } from "../../src/storage/web.js";
-import { virtualClock, type VirtualClock } from "../../src/testing/index.js";
+import { virtualClock, virtualScheduler, type VirtualClock, type VirtualScheduler } from "../../src/testing/index.js";
 import {
   AppendVerifyError,
   ConflictError,
@@ -22,7 +22,6 @@ import {
   StorageError,
   validateName,
   type Engine,
-  type Scheduler,
 } from "../../src/index.js";
 
 const GRAMMAR = /^[a-z0-9][a-z0-9_.-]*(\/[a-z0-9][a-z0-9_.-]*)*$/;
@@ -30,40 +29,11 @@ const utf8Bytes = (text: string) => new TextEncoder().encode(text).length;
 
 /**
  * A scheduler driven by hand that, like real timers, does not wait for the
- * work a callback starts (the conformance suite's virtual scheduler does, so
- * a renewal that never settles would stall it). It keeps what any callback's
- * promise rejected with: with real timers that is an unhandled rejection.
+ * work a callback starts (so a renewal that never settles stalls nothing),
+ * and keeps what any callback's promise rejected with.
  */
-function handScheduler(time: VirtualClock): Scheduler & { advance(ms: number): Promise<void>; readonly rejections: unknown[] } {
-  let timers: { id: number; at: number; callback: () => unknown }[] = [];
-  let nextId = 1;
-  const rejections: unknown[] = [];
-  const settle = async () => {
-    for (let i = 0; i < 3; i++) await new Promise<void>((resolve) => setTimeout(resolve, 0));
-  };
-  return {
-    rejections,
-    setTimeout(callback, ms) {
-      timers.push({ id: nextId, at: time.now + Math.max(0, ms), callback });
-      return nextId++;
-    },
-    clearTimeout(handle) {
-      timers = timers.filter((timer) => timer.id !== handle);
-    },
-    async advance(ms) {
-      const target = time.now + ms;
-      for (;;) {
-        const due = timers.filter((timer) => timer.at <= target).sort((a, b) => a.at - b.at || a.id - b.id)[0];
-        if (due === undefined) break;
-        timers = timers.filter((timer) => timer !== due);
-        time.now = Math.max(time.now, due.at);
-        Promise.resolve(due.callback()).catch((error: unknown) => rejections.push(error));
-        await settle();
-      }
-      time.now = target;
-      await settle();
-    },
-  };
+function handScheduler(time: VirtualClock): VirtualScheduler {
+  return virtualScheduler(time, { waitForCallbacks: false });
 }
 
 /** A memory engine whose read-write transactions, while `mode` says so, fail or never settle. */
@@ -309,6 +279,25 @@ describe("leases", () => {
     await store.leaser.assertHeld("job", lease.epoch);
     expect(scheduler.rejections).toEqual([]);
     await lease.release();
+  });
+
+  it("a lease longer than the longest timer delay (2^31 - 1 ms) waits in steps of at most that delay, renews, and is given up at its expiry", async () => {
+    const troubled = troubledEngine();
+    const time = virtualClock();
+    const scheduler = handScheduler(time);
+    const day = 86_400_000;
+    const store = createStore(troubled.engine, { name: "app", clock: time.clock, scheduler, leaseTtlMs: 90 * day, leaseRenewEveryMs: 30 * day });
+    const lease = await store.leaser.acquire("job");
+    await scheduler.advance(100 * day); // renewals every 24.9 days at most (the longest delay)
+    expect(lease.signal.aborted).toBe(false);
+    troubled.mode = "hang"; // no renewal lands any more: the lease ends 90 days after the last one, which came after day 90
+    await scheduler.advance(79 * day);
+    expect(lease.signal.aborted).toBe(false);
+    await scheduler.advance(11 * day);
+    expect(lease.signal.aborted).toBe(true);
+    expect(scheduler.delays.length).toBeGreaterThan(0);
+    expect(Math.max(...scheduler.delays)).toBeLessThanOrEqual(0x7fffffff);
+    expect(scheduler.rejections).toEqual([]);
   });
 
   it("releasing a released lease again resolves at once, also with an already-aborted signal", async () => {
