@@ -405,7 +405,7 @@ function ignore(): void {}
  * @example
  * ```ts
  * import { DurableObject } from "cloudflare:workers";
- * import { createJournal } from "isostore";
+ * import { createJournal, type UsageEvent } from "isostore";
  * import { durableObjectEngine } from "isostore/durable-objects";
  *
  * export class Usage extends DurableObject {

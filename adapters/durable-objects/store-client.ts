@@ -109,7 +109,7 @@ const READ_PAGE = 256;
  *
  * @example
  * ```ts
- * import { StoreObjectClient } from "isostore/durable-objects";
+ * import { StoreObjectClient, type StoreObject } from "isostore/durable-objects";
  *
  * export default {
  *   async fetch(request: Request, env: { STORES: DurableObjectNamespace<StoreObject> }) {

@@ -17,8 +17,8 @@
  * - `ISOSTORE_CORS_ORIGINS` (var, optional): comma-separated origins allowed
  *   to call the API from browsers (`*` for any).
  *
- * A configuration that does not parse answers every request with a 500 that
- * says which setting is wrong (and logs it), rather than serving with a
+ * A configuration that does not parse answers every request with a 500
+ * (the worker's log says which setting is wrong), rather than serving with a
  * half-read configuration.
  */
 /// <reference types="@cloudflare/workers-types" />

@@ -48,7 +48,7 @@ export function isValidName(name: unknown): name is string {
  * @example
  * ```ts
  * validateName("tenants/acme/orders"); // "tenants/acme/orders"
- * validateName("Tenants//x");          // throws InvalidNameError (rule "empty_segment")
+ * validateName("tenants//x");          // throws InvalidNameError (rule "empty_segment")
  * ```
  */
 export function validateName(name: string): string {
