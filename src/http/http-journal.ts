@@ -34,7 +34,9 @@
  *   of one ordering key are journaled in call order. When the worker refuses a
  *   coalesced request as a whole (413 over its body cap, 403
  *   `forbidden_namespace` for one event's namespace), its appends are sent
- *   again one by one, each for its own answer.
+ *   again one by one, each for its own answer. `appendBatch` splits a batch
+ *   over the body cap the same way, into requests sent one after another
+ *   (see {@link HttpJournal.appendBatch}).
  */
 import {
   checkAckBatch,
@@ -209,15 +211,40 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 const MAX_TIMER_MS = 2_147_483_647;
 
 /**
- * The most bytes of one coalesced `append-batch` body: the worker's body cap
+ * The most bytes of one `append-batch` body (coalesced appends, or a part of
+ * an `appendBatch`): the worker's body cap
  * (`AppOptions.maxBodyBytes` of `createApp` in `src/worker/app.ts`, default
  * 1 MiB), over which it answers 413 for the whole batch. A worker run with a
- * smaller cap still answers 413, and the appends then go one by one.
+ * smaller cap still answers 413: coalesced appends then go one by one, and
+ * `appendBatch` throws it.
  */
 const MAX_BATCH_BODY_BYTES = 1024 * 1024;
 
 /** The bytes of an `append-batch` body around its events: `{"events":[` and `]}`. */
 const BATCH_BODY_FRAME_BYTES = 13;
+
+/** The UTF-8 length of an event's JSON in an `append-batch` body. */
+function wireBytes(event: UsageEvent): number {
+  return utf8Length(JSON.stringify(wireEvent(event)));
+}
+
+/**
+ * How many of the leading events whose JSON is `sizes` UTF-8 bytes long go in
+ * one `append-batch` request: at most `maxEvents`, and a body of at most
+ * {@link MAX_BATCH_BODY_BYTES}; one at least (when there is one), so an event
+ * over the cap on its own still goes, alone (the worker answers it 413).
+ */
+function requestLength(sizes: Iterable<number>, maxEvents: number): number {
+  let count = 0;
+  let bytes = BATCH_BODY_FRAME_BYTES;
+  for (const size of sizes) {
+    if (count === maxEvents) break;
+    bytes += size + (count > 0 ? 1 : 0); // a comma before each event but the first
+    if (count > 0 && bytes > MAX_BATCH_BODY_BYTES) break;
+    count++;
+  }
+  return count;
+}
 
 /** Waits `ms`, or less when `signal` aborts (its timer then goes, so it holds no process open). */
 function defaultSleep(ms: number, signal?: AbortSignalLike): Promise<void> {
@@ -446,7 +473,7 @@ export class HttpJournal implements UsageJournal {
   async append(event: UsageEvent): Promise<AppendResult> {
     const checked = checkUsageEvent(event);
     if (!this.batching) return this.sendOne(checked);
-    const bytes = utf8Length(JSON.stringify(wireEvent(checked)));
+    const bytes = wireBytes(checked);
     return new Promise<AppendResult>((resolve, reject) => {
       this.queue.push({ event: checked, bytes, resolve, reject });
       // A running pump takes it after the request in flight.
@@ -485,15 +512,7 @@ export class HttpJournal implements UsageJournal {
 
   /** The appends of the next request: the oldest queued, up to `batching.maxEvents` and {@link MAX_BATCH_BODY_BYTES} (one at least). */
   private takeRequest(): QueuedAppend[] {
-    let count = 0;
-    let bytes = BATCH_BODY_FRAME_BYTES;
-    for (const entry of this.queue) {
-      if (count === this.batchMax) break;
-      bytes += entry.bytes + (count > 0 ? 1 : 0); // a comma before each event but the first
-      if (count > 0 && bytes > MAX_BATCH_BODY_BYTES) break;
-      count++;
-    }
-    return this.queue.splice(0, count);
+    return this.queue.splice(0, requestLength(this.queue.map((entry) => entry.bytes), this.batchMax));
   }
 
   /**
@@ -529,18 +548,40 @@ export class HttpJournal implements UsageJournal {
   }
 
   /**
-   * Append many events in one request; one result per event, in order (see
-   * `UsageJournal.appendBatch`).
+   * Append many events; one result per event, in order (see
+   * `UsageJournal.appendBatch`). The events go in one `append-batch` request,
+   * or, when their body would be over the worker's 1 MiB body cap, in several:
+   * consecutive parts within the cap (as the queued appends are split), sent
+   * one after another, each answered before the next leaves, so an ordering
+   * key's events are still journaled in order. An event over the cap on its
+   * own goes alone, and the worker refuses it with 413.
+   *
+   * Each request is its own transaction on the server, so a batch sent in
+   * several is not journaled at once: per event, nothing changes (each is
+   * accepted or refused on its own, as in one request), but when a part
+   * fails, the call throws that part's error and the parts before it stay
+   * journaled, the parts after it are not sent. Sending the batch again is
+   * safe: appends are idempotent on their request id, and the journaled ones
+   * answer `already_present`.
    *
    * @param options.signal abandons the call (see {@link HttpCallOptions}).
    * @throws BackendError with the signal's reason as `cause` once `signal` aborts.
+   * @throws BackendError (cause {@link HttpError}) when the worker refuses a
+   *   part as a whole: 413 over its body cap (an event over it alone, or a
+   *   worker run with a smaller cap), 403 `forbidden_namespace` for one of its
+   *   events' namespaces; the caller may split the batch and send it again.
    */
   async appendBatch(events: readonly UsageEvent[], options?: HttpCallOptions): Promise<BatchAppendResult[]> {
     const signal = checkSignal(options);
     const checked = checkBatch(events);
     const valid = checked.filter((event): event is UsageEvent => !(event instanceof JournalError));
-    // Sent even when nothing in it is valid: the journal's batch still runs (its opportunistic pruning included).
-    const sent = await this.sendBatch(valid, signal);
+    const sizes = valid.map(wireBytes);
+    const sent: BatchAppendResult[] = [];
+    // At least one request, even when nothing in it is valid: the journal's batch still runs (its opportunistic pruning included).
+    do {
+      const count = requestLength(sizes.slice(sent.length), Infinity);
+      sent.push(...(await this.sendBatch(valid.slice(sent.length, sent.length + count), signal)));
+    } while (sent.length < valid.length);
     let next = 0;
     return checked.map((event) => (event instanceof JournalError ? { status: "rejected", error: event } : sent[next++]!));
   }

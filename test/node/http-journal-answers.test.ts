@@ -8,7 +8,8 @@
  *   batch the worker refuses as a whole for one event's sake (413, 403) is
  *   sent again one by one, so each caller gets its own answer; and one
  *   client's requests go one after another, so an ordering key's events are
- *   journaled in call order.
+ *   journaled in call order; `appendBatch` splits a batch over the body cap
+ *   into requests within it, sent one after another.
  */
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
@@ -217,6 +218,36 @@ describe("HttpJournal: batched appends", () => {
     expect(requests.map((request) => request.route)).toEqual(["append-batch", "append-batch", "append"]);
     const delivered = await journal.claim(billing, { maxEvents: 5, leaseMs: 1_000, now: 2_000 });
     expect(delivered.map((delivery) => delivery.event.id)).toEqual([events[0]!.id]); // one per key in flight: the first call's
+  });
+
+  /** An event of about 191 KiB of UTF-8 JSON (CJK text: 3 bytes a character): five fit in 1 MiB, six do not. */
+  const large = (namespace = "acme") => event(namespace, { text: "漢".repeat(65_000) });
+
+  it("appendBatch over the 1 MiB body cap goes in several requests within it, one after another, results in input order", async () => {
+    const { client, journal, requests, mostInFlight } = served();
+    const events = Array.from({ length: 12 }, () => large());
+    const results = await client.appendBatch([...events.slice(0, 6), { not: "an event" } as never, ...events.slice(6)]);
+    expect(results.map((result) => result.status)).toEqual([...Array.from({ length: 6 }, () => "accepted"), "rejected", ...Array.from({ length: 6 }, () => "accepted")]);
+    expect(results.filter((result) => result.status !== "rejected").map((result) => result.position)).toEqual(Array.from({ length: 12 }, (_, index) => index + 1));
+    expect(requests.map((request) => [request.route, request.status, request.bytes <= 1024 * 1024])).toEqual([
+      ["append-batch", 200, true],
+      ["append-batch", 200, true],
+      ["append-batch", 200, true],
+    ]);
+    expect(mostInFlight()).toBe(1);
+    expect((await journal.stats(billing)).pending).toBe(12);
+  });
+
+  it("appendBatch over the cap: a part refused whole throws its error; the parts before it stay journaled, the ones after are not sent", async () => {
+    const { client, journal, requests } = served({ scopes: ["append:acme"] });
+    const events = Array.from({ length: 12 }, (_, index) => large(index === 7 ? "other" : "acme"));
+    const error = await rejection(client.appendBatch(events));
+    expect(error.cause).toMatchObject({ status: 403, code: "forbidden_namespace" });
+    expect(requests.map((request) => [request.route, request.status])).toEqual([
+      ["append-batch", 200],
+      ["append-batch", 403],
+    ]);
+    expect((await journal.stats(billing)).pending).toBe(5);
   });
 
   it("appends issued while a request is in flight go in the next one, after it is answered", async () => {
