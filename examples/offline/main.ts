@@ -5,6 +5,11 @@
  * whenever the browser is online. One tab forwards at a time (Web Locks); the
  * others stand by and take over when it closes.
  *
+ * The sink is made with `HttpJournal.connect`, which asks the worker for the
+ * journal's mode and capacity: the forwarder refuses a telemetry-grade sink
+ * for this billing-grade outbox, and reports a resend the worker takes as
+ * new after its retention window (see the README's forwarding section).
+ *
  * `window.isostoreExample` exposes the same actions to tests and the console.
  */
 import { indexedDbEngine } from "../../adapters/indexeddb/index.js";
@@ -18,6 +23,14 @@ const source: UsageJournal = createJournal(indexedDbEngine({ name: "isostore-exa
 
 let forwarder: Forwarder | null = null;
 let recorded = 0;
+/** The worker's journal, once connected, with the token it was connected with. */
+let connected: { token: string; journal: HttpJournal } | null = null;
+/** Set while connecting, so a second sign-in does not start a second forwarder. */
+let starting = false;
+/** Why the last attempt to connect failed (shown until the forwarder runs). */
+let connectError: string | null = null;
+let connectRetry: ReturnType<typeof setTimeout> | null = null;
+let connectFailures = 0;
 
 function element<T extends HTMLElement>(id: string): T {
   const found = document.getElementById(id);
@@ -52,7 +65,7 @@ async function recordConflict(): Promise<void> {
   const requestId = newRequestId();
   const record = (clicks: number) => createUsageEvent({ record: { requestId, namespace: "example", subject: "conflict", data: { clicks } }, observedAt: Date.now() });
   // The twin goes straight to the worker first, so the worker holds the id with other data when ours arrives.
-  const target = sink();
+  const target = await sink();
   if (!target) throw new Error("sign in first");
   await target.appendBatch([record(2)]);
   await source.append(record(1));
@@ -60,32 +73,56 @@ async function recordConflict(): Promise<void> {
   render();
 }
 
-function sink(): HttpJournal | null {
+/**
+ * The worker's `usage` journal, connected with the signed-in token (null
+ * before sign-in). `connect` reads the journal's mode and capacity from the
+ * worker rather than assuming them: the forwarder checks both.
+ */
+async function sink(): Promise<HttpJournal | null> {
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (!token) return null;
-  // The forwarder only appends; capacity and mode describe the worker's journal and are not needed for that.
-  return new HttpJournal({ baseUrl: location.origin, journal: "usage", token, capacity: BILLING_GRADE, mode: "billing_grade", batching: false, retry: { attempts: 2 } });
+  if (connected?.token === token) return connected.journal;
+  const journal = await HttpJournal.connect({ baseUrl: location.origin, journal: "usage", token, batching: false, retry: { attempts: 2 } });
+  connected = { token, journal };
+  return journal;
 }
 
-function startForwarder(): void {
-  const target = sink();
-  if (!target || forwarder) return;
-  forwarder = createForwarder({
-    source,
-    consumer,
-    sink: target,
-    batchSize: 100,
-    leaseMs: 30_000,
-    pollIntervalMs: 1_000,
-    backoff: { initialMs: 500, maxMs: 10_000 },
-    online: browserOnline(),
-    lock: { name: "isostore-example-forwarder" },
-  });
-  forwarder.addEventListener("progress", () => render());
-  forwarder.addEventListener("state", () => render());
-  forwarder.addEventListener("batch", () => void renderRejected());
-  forwarder.start();
-  render();
+/** Start the forwarder once signed in; a failed connect (offline, the worker down, a bad token) is shown and tried again. */
+async function startForwarder(): Promise<void> {
+  if (forwarder || starting) return;
+  starting = true;
+  try {
+    const target = await sink();
+    if (!target || forwarder) return;
+    forwarder = createForwarder({
+      source,
+      consumer,
+      sink: target,
+      batchSize: 100,
+      leaseMs: 30_000,
+      pollIntervalMs: 1_000,
+      backoff: { initialMs: 500, maxMs: 10_000 },
+      online: browserOnline(),
+      lock: { name: "isostore-example-forwarder" },
+    });
+    connectError = null;
+    connectFailures = 0;
+    forwarder.addEventListener("progress", () => render());
+    forwarder.addEventListener("state", () => render());
+    forwarder.addEventListener("batch", () => void renderRejected());
+    forwarder.start();
+  } catch (error) {
+    connectError = error instanceof Error ? error.message : String(error);
+    connectFailures += 1;
+    if (connectRetry !== null) clearTimeout(connectRetry);
+    connectRetry = setTimeout(() => {
+      connectRetry = null;
+      void startForwarder();
+    }, Math.min(30_000, 500 * 2 ** connectFailures));
+  } finally {
+    starting = false;
+    render();
+  }
 }
 
 function row(list: HTMLElement, term: string, value: string): void {
@@ -101,13 +138,13 @@ function render(): void {
   const status = element("status");
   status.replaceChildren();
   const progress: ForwarderProgress | null = forwarder?.progress ?? null;
-  row(status, "state", progress?.state ?? "waiting for a token");
+  row(status, "state", progress?.state ?? (connectError !== null ? "connecting" : "waiting for a token"));
   row(status, "recorded in this tab", String(recorded));
   row(status, "forwarded", String(progress?.forwarded ?? 0));
   row(status, "pending", progress?.pending === null || progress === null ? "?" : String(progress.pending));
   row(status, "quarantined", String(progress?.quarantined ?? 0));
   row(status, "quarantined in the outbox (any reason)", progress?.quarantinedInSource === null || progress === null ? "?" : String(progress.quarantinedInSource));
-  row(status, "last error", progress?.lastError ? `${progress.lastError.code ?? "error"}: ${progress.lastError.message}` : "none");
+  row(status, "last error", progress?.lastError ? `${progress.lastError.code ?? "error"}: ${progress.lastError.message}` : (connectError ?? "none"));
   row(status, "next retry", progress?.nextRetryAt ? new Date(progress.nextRetryAt).toLocaleTimeString() : "-");
 }
 
@@ -128,7 +165,11 @@ element<HTMLFormElement>("token-form").addEventListener("submit", (event) => {
   event.preventDefault();
   sessionStorage.setItem(TOKEN_KEY, element<HTMLInputElement>("token").value);
   element<HTMLInputElement>("token").value = "";
-  startForwarder();
+  void startForwarder();
+});
+// Back online: connect now rather than after the retry's delay.
+window.addEventListener("online", () => {
+  if (!forwarder) void startForwarder();
 });
 element("record-one").addEventListener("click", () => void record(1));
 element("record-many").addEventListener("click", () => void record(100));
@@ -160,5 +201,5 @@ window.isostoreExample = {
 };
 
 render();
-startForwarder();
+void startForwarder();
 void renderRejected();

@@ -9,18 +9,25 @@
  *   `conflict`, `invalid_event`, ...) is quarantined as `rejected`, for an
  *   operator.
  * - A failure that is not the events' fault is not charged to them. That is
- *   a retryable one, whole-batch or per event (the sink unavailable, timed
- *   out, overloaded, `at_capacity`), or the sink refusing the credentials
- *   (HTTP 401 / 403 for the whole call). The loop holds the batch and sends
- *   what is left of it again after the backoff, so an outage of any length
+ *   a retryable per-event refusal in an answer (`at_capacity`), and every
+ *   failure of a whole call but a typed refusal of the request's input
+ *   (`isSinkWide` in `errors.ts`): the sink unavailable, timing out or
+ *   overloaded (429, 408, any 5xx, a network failure), misconfigured or
+ *   misrouted (401, 403 `forbidden`, 404 `unknown_journal` or a 404 page, a
+ *   2xx that is not the API's answer such as a captive portal's 200 HTML
+ *   page: `invalid_answer`, any error body that is not the API's JSON), or
+ *   breaking the `appendBatch` contract (`sink_protocol`). Each failed send
+ *   is reported (`error` events, `lastError`). The loop holds the batch and
+ *   sends what is left of it again after the backoff (capped by the
+ *   policy's `maxMs`), so an outage or a misconfiguration of any length
  *   costs each event one delivery attempt: claiming again would spend a new
- *   attempt each time, and the journal's attempt budget would then quarantine
- *   the events as `attempts_exhausted`. `runOnce` and `drain` do not wait:
- *   they nack with backoff.
- * - A whole-batch failure that is permanent and not about the credentials
- *   (the sink answers the wrong number of results, refuses the call as
- *   malformed, fails internally) is nacked with backoff and the error text,
- *   not quarantined: nothing says which event caused it, and the journal's
+ *   attempt each time, and the journal's attempt budget would then
+ *   quarantine the events as `attempts_exhausted`. `runOnce` and `drain` do
+ *   not wait: they nack with backoff.
+ * - A whole-batch failure that is a typed refusal of the request's input
+ *   (400 `invalid_request` / `invalid_json` / `invalid_event`, a local
+ *   `invalid_argument`) is nacked with backoff and the error text, not
+ *   quarantined: nothing says which event caused it, and the journal's
  *   attempt budget turns a poison batch into `attempts_exhausted` without
  *   guessing here. A batch too large for the sink (`payload_too_large`) is
  *   split in halves until each part passes; a single event too large on its
@@ -30,6 +37,10 @@
  *   event refused alone is refused for good (`rejected`); a refusal of the
  *   credentials themselves (401, or 403 `forbidden`: no append scope at all)
  *   is waited out.
+ * - A resend answered `accepted` for an event observed longer ago than the
+ *   sink's `capacity.retainAcknowledgedMs` is reported as a
+ *   `PossibleDuplicateError` (and acknowledged): the sink may have stored,
+ *   delivered and pruned the earlier copy, and taken this one as new.
  * - The sink may have stored part of a failed call: the replay finds it as
  *   `already_present` (the sink is idempotent on request ids).
  * - While the sink has not answered, a heartbeat extends the leases every
@@ -53,12 +64,12 @@
  */
 import { causeChain } from "../cause-chain.js";
 import { MAX_LEASE_MS } from "../journal/journal.js";
-import type { AckResult, BatchAppendResult, ConsumerId, Delivery, DeliveryId, UsageEvent, UsageJournal } from "../journal/types.js";
+import type { AckResult, BatchAppendResult, Capacity, ConsumerId, Delivery, DeliveryId, DeliveryMode, UsageEvent, UsageJournal } from "../journal/types.js";
 import type { AbortSignalLike } from "../storage/options.js";
 import { newAbortController } from "../storage/web.js";
 import type { Scheduler } from "../storage/leaser.js";
 import type { BackoffPolicy } from "./backoff.js";
-import { describeError, isForbiddenNamespace, isPayloadTooLarge, isRetryable, isSinkWide, SinkProtocolError, SinkTimeoutError } from "./errors.js";
+import { describeError, isForbiddenNamespace, isPayloadTooLarge, isRetryable, isSinkWide, PossibleDuplicateError, SinkProtocolError, SinkTimeoutError } from "./errors.js";
 
 /**
  * What the forwarder writes to: anything with the journal's `appendBatch` (a
@@ -66,9 +77,21 @@ import { describeError, isForbiddenNamespace, isPayloadTooLarge, isRetryable, is
  * aborts when it stops waiting for the call (`sinkTimeoutMs`): a sink that
  * honours it (`HttpJournal` cancels its request) leaves no call in flight
  * behind; one that ignores it, like a local journal, is simply not waited for.
+ *
+ * A sink that is a journal also says what it promises, and the forwarder
+ * reads it: `mode` (`createForwarder` refuses a `telemetry_grade` sink for a
+ * `billing_grade` source unless told otherwise) and
+ * `capacity.retainAcknowledgedMs` (a resend answered `accepted` past that age
+ * is reported as a possible duplicate). An `HttpJournal` reports the
+ * server's values when made with `HttpJournal.connect`, and whatever it was
+ * given when constructed directly. A sink without them is not checked.
  */
 export interface ForwarderSink {
   appendBatch(events: readonly UsageEvent[], options?: { readonly signal?: AbortSignalLike }): Promise<BatchAppendResult[]>;
+  /** The sink journal's delivery mode (`UsageJournal.mode`), when it is one. */
+  readonly mode?: DeliveryMode;
+  /** The sink journal's capacity, when it is one; the forwarder reads `retainAcknowledgedMs` only. */
+  readonly capacity?: Pick<Capacity, "retainAcknowledgedMs">;
 }
 
 /** Which step of the forwarder failed. */
@@ -155,9 +178,9 @@ type Outcome =
   | { readonly kind: "held"; readonly status: "accepted" | "already_present" }
   /** The sink refused this event for good (`conflict`, `invalid_event`, too large on its own, ...): quarantine as `rejected`. */
   | { readonly kind: "refused"; readonly error: unknown }
-  /** Not this event's fault (the sink unavailable, full, timed out, refusing the credentials): send again later. */
+  /** Not this event's fault (the whole call failed for anything but a refusal of its input, or the sink is full for this event): send again later. */
   | { readonly kind: "again"; readonly error: unknown }
-  /** The whole call failed for good and no event is known to be the cause: nack, and let the attempt budget decide. */
+  /** The sink refused the whole call's input and no event is known to be the cause: nack, and let the attempt budget decide. */
   | { readonly kind: "failed"; readonly error: unknown };
 
 /** Counts of one batch as it settles (the mutable side of {@link BatchReport}). */
@@ -175,10 +198,11 @@ interface Tally {
  * Forward one batch. Never rejects: every failure goes to `context.report`
  * and into the report's counts.
  *
- * With a `hold` (the loop), a failure that is not the events' fault (the
- * sink unavailable, timed out or full, or refusing the credentials) keeps
- * the batch: what is left of it is sent again after the backoff, its leases
- * extended meanwhile, until the sink takes it or the loop stops. A claim
+ * With a `hold` (the loop), a failure that is not the events' fault (any
+ * failure of the whole call but a typed refusal of its input, see
+ * `isSinkWide`, or a per-event `at_capacity`) keeps the batch: what is left
+ * of it is sent again after the backoff, its leases extended meanwhile,
+ * until the sink takes it or the loop stops. A claim
  * counts a delivery attempt, so nacking and claiming again through an outage
  * would spend the events' attempt budget and quarantine them as
  * `attempts_exhausted` for no fault of theirs; a held batch spends one
@@ -204,12 +228,14 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
   const tally: Tally = { forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, resent: 0, failed: false };
   let outstanding = deliveries;
   let failures = 0;
+  // Request ids of this batch a failed send may have stored (the outcome of the call is unknown): a later send of them is a resend.
+  const sentBefore = new Set<string>();
   // The heartbeat keeps the leases while the sink has the events and while a held batch waits;
   // it is paused, its extension in flight settled, whenever events are settled.
   const heartbeat = startHeartbeat(context, deliveries);
   try {
     for (;;) {
-      const outcomes = await send(context, outstanding);
+      const outcomes = await send(context, outstanding, sentBefore);
       await heartbeat.pause();
       const again = await settle(context, outstanding, outcomes, tally, hold === null ? "nack" : hold.active() ? "keep" : "give_back");
       if (again.length === 0 || hold === null) break;
@@ -244,9 +270,11 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
 
 /**
  * Send `deliveries` to the sink; one outcome per delivery, in order. Every
- * failure is reported here. Never rejects.
+ * failure is reported here, and so is a resend that may have been stored
+ * twice (see {@link checkResend}). Never rejects. A whole call that fails
+ * with its outcome unknown adds its request ids to `sentBefore`.
  */
-async function send(context: BatchContext, deliveries: readonly Delivery[]): Promise<Outcome[]> {
+async function send(context: BatchContext, deliveries: readonly Delivery[], sentBefore: Set<string>): Promise<Outcome[]> {
   let results: BatchAppendResult[];
   try {
     results = await appendWithTimeout(context, deliveries);
@@ -261,18 +289,51 @@ async function send(context: BatchContext, deliveries: readonly Delivery[]): Pro
       // event refused alone is refused for good.
       if (deliveries.length === 1) return [{ kind: "refused", error }];
       const half = Math.ceil(deliveries.length / 2);
-      return [...(await send(context, deliveries.slice(0, half))), ...(await send(context, deliveries.slice(half)))];
+      return [...(await send(context, deliveries.slice(0, half), sentBefore)), ...(await send(context, deliveries.slice(half), sentBefore))];
     }
-    const kind = isSinkWide(error) ? "again" : "failed";
+    // A refusal of the input is an answer (nothing was stored); anything else may have reached the sink.
+    const sinkWide = isSinkWide(error);
+    if (sinkWide) for (const delivery of deliveries) sentBefore.add(delivery.id.event);
+    const kind = sinkWide ? "again" : "failed";
     return deliveries.map(() => ({ kind, error }));
   }
+  const retainMs = sinkRetention(context.sink);
   return deliveries.map((delivery, index): Outcome => {
     const result = results[index];
-    if (result !== undefined && (result.status === "accepted" || result.status === "already_present")) return { kind: "held", status: result.status };
+    if (result !== undefined && (result.status === "accepted" || result.status === "already_present")) {
+      if (result.status === "accepted") checkResend(context, delivery, sentBefore.has(delivery.id.event), retainMs);
+      return { kind: "held", status: result.status };
+    }
     const error: unknown = result !== undefined && result.status === "rejected" ? result.error : new SinkProtocolError(`unknown result ${describeResult(result)}`);
     context.report({ phase: "append", error, requestIds: [delivery.id.event] });
     return isRetryable(error) ? { kind: "again", error } : { kind: "refused", error };
   });
+}
+
+/** The sink's `capacity.retainAcknowledgedMs` when it reports a usable one, else null. */
+function sinkRetention(sink: ForwarderSink): number | null {
+  try {
+    const retain = sink.capacity?.retainAcknowledgedMs;
+    return typeof retain === "number" && Number.isFinite(retain) && retain >= 0 ? retain : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Report a {@link PossibleDuplicateError} when `delivery` was sent before (a
+ * delivery attempt over 1, or `sentEarlier` in this batch) and the sink
+ * answered `accepted` although the event is older than the sink's retention
+ * window: the sink forgets a request id `retainMs` after its `observedAt`, so
+ * the earlier copy may have been stored and pruned, and this one stored anew.
+ */
+function checkResend(context: BatchContext, delivery: Delivery, sentEarlier: boolean, retainMs: number | null): void {
+  if (retainMs === null || (delivery.id.attempt <= 1 && !sentEarlier)) return;
+  const now = context.clock();
+  const observedAt = delivery.event.observedAt;
+  if (now - observedAt < retainMs) return;
+  const error = new PossibleDuplicateError({ requestId: delivery.id.event, observedAt, answeredAt: now, retainAcknowledgedMs: retainMs, attempt: delivery.id.attempt });
+  context.report({ phase: "append", error, requestIds: [delivery.id.event] });
 }
 
 /**

@@ -9,9 +9,13 @@
 import { causeChain } from "../cause-chain.js";
 
 /** Codes of {@link SinkError}. */
-export type SinkErrorCode = "sink_timeout" | "sink_protocol";
+export type SinkErrorCode = "sink_timeout" | "sink_protocol" | "possible_duplicate";
 
-/** A sink misbehaved as a whole: it did not answer in time, or answered something that is not one result per event. */
+/**
+ * A sink misbehaved as a whole (it did not answer in time, or answered
+ * something that is not one result per event), or answered in a way that
+ * says an event may now be there twice ({@link PossibleDuplicateError}).
+ */
 export class SinkError extends Error {
   readonly code: SinkErrorCode;
   readonly retryable: boolean;
@@ -34,12 +38,62 @@ export class SinkTimeoutError extends SinkError {
   }
 }
 
-/** `appendBatch` resolved with something other than one result per event, in order. Nothing of the batch is acknowledged. */
+/**
+ * `appendBatch` resolved with something other than one result per event, in
+ * order. Nothing of the batch is acknowledged. Not retryable (the same call
+ * may well get the same answer), but, like any failure of a whole call that
+ * is not a refusal of the request's input, it is the sink's, not the
+ * events': the loop holds the batch and sends it again (see `batch.ts`).
+ */
 export class SinkProtocolError extends SinkError {
   declare readonly code: "sink_protocol";
   constructor(message: string) {
     super("sink_protocol", `the sink broke the appendBatch contract: ${message}`, { retryable: false });
     this.name = "SinkProtocolError";
+  }
+}
+
+/**
+ * An event the forwarder had sent before (a resend: its delivery attempt in
+ * the source is over 1, or an earlier send of its batch failed with the
+ * outcome unknown) was answered `accepted` rather than `already_present`,
+ * and it was observed longer ago than the sink's
+ * `capacity.retainAcknowledgedMs`. The sink forgets an event's request id
+ * once that window, counted from `observedAt`, has passed, so the earlier
+ * send may have been stored, delivered and pruned, and this one stored as a
+ * new event: the event may be at the sink twice. Reported (an `error` event,
+ * `lastError`) for an operator to reconcile by `requestId`; the event is
+ * acknowledged in the source all the same (the sink holds it). The remedy is
+ * a sink retention window longer than the longest time an event can wait in
+ * the source plus its resends.
+ *
+ * The age is read on the forwarder's clock, the pruning on the sink's, so a
+ * clock skew between the two shifts the boundary by as much.
+ */
+export class PossibleDuplicateError extends SinkError {
+  declare readonly code: "possible_duplicate";
+  readonly requestId: string;
+  /** The event's `observedAt` (epoch ms). */
+  readonly observedAt: number;
+  /** The forwarder's clock when the sink answered (epoch ms). */
+  readonly answeredAt: number;
+  /** The sink's retention window for acknowledged events (ms). */
+  readonly retainAcknowledgedMs: number;
+  /** The event's delivery attempt in the source. */
+  readonly attempt: number;
+  constructor(details: { requestId: string; observedAt: number; answeredAt: number; retainAcknowledgedMs: number; attempt: number }) {
+    super(
+      "possible_duplicate",
+      `the sink answered accepted for \`${details.requestId}\`, sent before (attempt ${details.attempt}) and observed ${details.answeredAt - details.observedAt} ms ago, ` +
+        `beyond the sink's retainAcknowledgedMs of ${details.retainAcknowledgedMs} ms: an earlier copy may have been stored and pruned, so the event may be at the sink twice`,
+      { retryable: false },
+    );
+    this.name = "PossibleDuplicateError";
+    this.requestId = details.requestId;
+    this.observedAt = details.observedAt;
+    this.answeredAt = details.answeredAt;
+    this.retainAcknowledgedMs = details.retainAcknowledgedMs;
+    this.attempt = details.attempt;
   }
 }
 
@@ -94,11 +148,6 @@ export function isPayloadTooLarge(error: unknown): boolean {
   return carries(error, ["payload_too_large"], [413]);
 }
 
-/** The sink refused the caller's credentials (`unauthorized` / `forbidden`, HTTP 401 / 403). */
-export function isAuthFailure(error: unknown): boolean {
-  return carries(error, ["unauthorized", "forbidden"], [401, 403]);
-}
-
 /**
  * The sink refused the call because the credentials may not append the
  * namespace of an event in it (`forbidden_namespace`, a 403 of the worker):
@@ -109,11 +158,48 @@ export function isForbiddenNamespace(error: unknown): boolean {
 }
 
 /**
+ * Codes of a refusal of the request's input: the worker's `invalid_request`
+ * and `invalid_json` (400, which `HttpJournal` rebuilds as an
+ * `InvalidArgumentError`), `invalid_event` (400), and the journal's own
+ * `invalid_argument` / `invalid_consumer_id` (a local sink, or `HttpJournal`'s
+ * checks before the network).
+ */
+const BAD_INPUT_CODES: readonly string[] = ["invalid_request", "invalid_json", "invalid_event", "invalid_argument", "invalid_consumer_id"];
+
+/**
+ * Whether a failure of a whole `appendBatch` call is a typed refusal of the
+ * request itself for bad input: the error carries one of the API's or the
+ * journal's bad-input codes (`invalid_request`, `invalid_json`,
+ * `invalid_event`, `invalid_argument`, `invalid_consumer_id`), or it (or a
+ * cause under it, as an `HttpJournal` error carries its `HttpError`) is an
+ * HTTP 400 with a code of the API. A 400 without one (`http_400`: the body
+ * was not the API's JSON, so a proxy or a portal answered) is not: nothing
+ * says the request was at fault. 413 `payload_too_large` and 403
+ * `forbidden_namespace` are refusals of the request too, but the forwarder
+ * splits the batch for those before it asks (see {@link isPayloadTooLarge}).
+ */
+export function isRequestRefusal(error: unknown): boolean {
+  const code = errorCode(error);
+  if (code !== null && BAD_INPUT_CODES.includes(code)) return true;
+  return causeChain(error).some((link) => {
+    const { code: linkCode, status } = link as { code?: unknown; status?: unknown };
+    return status === 400 && typeof linkCode === "string" && !/^http_\d+$/.test(linkCode) && linkCode !== "invalid_answer";
+  });
+}
+
+/**
  * Whether a failure of a whole `appendBatch` call is the sink's as a whole
- * rather than any event's: retryable (unavailable, timed out, overloaded) or
- * a refusal of the credentials. The forwarder's loop waits such failures out
- * without charging the events an attempt.
+ * rather than any event's: every failure that is not a typed refusal of the
+ * request's input ({@link isRequestRefusal}). So: the sink unavailable,
+ * overloaded or timing out (429, 5xx of any kind, 408, a network failure), a
+ * misconfigured or misrouted sink (401 / 403 refusing the credentials, 404
+ * `unknown_journal` or a 404 page, a 2xx that is not the API's answer:
+ * `invalid_answer`, e.g. a captive portal's 200 HTML page), an error body that
+ * is not the API's JSON, a sink that breaks the `appendBatch` contract
+ * (`sink_protocol`), anything untyped. None of these says anything about the
+ * events, and repeating the call cannot fail them for good: the forwarder's
+ * loop waits them out without charging the events an attempt.
  */
 export function isSinkWide(error: unknown): boolean {
-  return isRetryable(error) || isAuthFailure(error);
+  return !isRequestRefusal(error);
 }

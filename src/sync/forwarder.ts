@@ -6,12 +6,24 @@
  * The promises (the batch rules are in `batch.ts`):
  * - Every claimed event ends acknowledged after the sink holds it, or
  *   quarantined as `rejected` after a permanent refusal of that event. An
- *   outage of the sink (unavailable, timing out, full, refusing the
- *   credentials) is waited out by the loop with the batch held: it costs each
- *   event one delivery attempt, whatever its length. Only a batch that fails
- *   for good with no event to blame is nacked and redelivered, and the
- *   journal's attempt budget quarantines a poison batch as
- *   `attempts_exhausted` in the end (see `batch.ts`).
+ *   outage or a misconfiguration of the sink (unavailable, timing out, full,
+ *   refusing the credentials, answering 404, 5xx or something that is not
+ *   the API's answer) is waited out by the loop with the batch held and
+ *   reported at each send: it costs each event one delivery attempt,
+ *   whatever its length. Only a batch whose input the sink refuses (a typed
+ *   400) with no event to blame is nacked and redelivered, and the journal's
+ *   attempt budget quarantines a poison batch as `attempts_exhausted` in the
+ *   end (see `batch.ts`).
+ * - A sink is only as durable as it says: a `billing_grade` source is not
+ *   drained into a `telemetry_grade` sink (one that may lose what it
+ *   accepted) unless `allowTelemetrySink` says so, since an event
+ *   acknowledged here is gone from the source's outbox.
+ * - Exactly once at the sink needs its retention window: the sink knows a
+ *   request id for `capacity.retainAcknowledgedMs` after its `observedAt`,
+ *   and a resend after that is stored as a new event. So the sink's window
+ *   must exceed the longest time an event can wait in the source plus its
+ *   resends (an offline device's time offline included); a resend answered
+ *   `accepted` past it is reported as a `PossibleDuplicateError`.
  * - Per-key order at the sink is the source's: one batch at a time, and a
  *   batch holds at most one event per ordering key (the journal's claim).
  * - The loop never dies: every failure is an `error` event and `lastError`;
@@ -128,8 +140,24 @@ export interface ForwarderOptions {
   readonly source: UsageJournal;
   /** The source consumer the forwarder claims as (a consumer name). */
   readonly consumer: ConsumerId | string;
-  /** Where events go; its `appendBatch` must be idempotent on request ids (every `UsageJournal` is). */
+  /**
+   * Where events go; its `appendBatch` must be idempotent on request ids
+   * (every `UsageJournal` is), and only is within its retention window
+   * (`capacity.retainAcknowledgedMs`, counted from each event's
+   * `observedAt`). For an `HttpJournal`, make it with `HttpJournal.connect`,
+   * so its `mode` and `capacity` are the server's.
+   */
   readonly sink: ForwarderSink;
+  /**
+   * Forward a `billing_grade` source into a `telemetry_grade` sink. Default
+   * false: `createForwarder` refuses that pair, because the forwarder
+   * acknowledges an event in the source (and the source may then prune it)
+   * as soon as the sink accepted it, and a telemetry-grade sink (a worker
+   * over a memory journal, say) may lose what it accepted on a restart; the
+   * event would then be gone from both. Set it only when losing forwarded
+   * events is acceptable (the sink's mode is checked when it reports one).
+   */
+  readonly allowTelemetrySink?: boolean;
   /** Events per claim and per `appendBatch`, 1..1000. Default 100. */
   readonly batchSize?: number;
   /** Lease of a claim (ms), 2..12 h. Default 30 s. */
@@ -213,6 +241,25 @@ function checkMethods(argument: string, value: unknown, methods: readonly string
   }
 }
 
+/**
+ * Refuse a `billing_grade` source drained into a sink that says it is
+ * `telemetry_grade`, unless `allowTelemetrySink` (see {@link ForwarderOptions.allowTelemetrySink}).
+ */
+function checkDurability(options: ForwarderOptions): void {
+  const allow = options.allowTelemetrySink ?? false;
+  if (typeof allow !== "boolean") throw new InvalidArgumentError("allowTelemetrySink", "must be a boolean");
+  const sourceMode = (options.source as { mode?: unknown }).mode;
+  const sinkMode = (options.sink as { mode?: unknown }).mode;
+  if (allow || sourceMode !== "billing_grade" || sinkMode !== "telemetry_grade") return;
+  const name = (options.sink as { name?: unknown }).name;
+  const sink = typeof name === "string" ? `the sink journal \`${name}\`` : "the sink";
+  throw new InvalidArgumentError(
+    "sink",
+    `${sink} is telemetry_grade (it may lose an event it accepted) and the source is billing_grade: an event acknowledged in the source after the sink accepted it could be lost from both. ` +
+      "Forward into a billing_grade sink (for an HttpJournal, made with HttpJournal.connect, which reports the server's mode), or pass allowTelemetrySink: true to accept that loss",
+  );
+}
+
 function globalScheduler(): Scheduler {
   const host = globalThis as unknown as { setTimeout: (callback: () => void, ms: number) => unknown; clearTimeout: (handle: unknown) => void };
   return { setTimeout: (callback, ms) => host.setTimeout(() => void callback(), ms), clearTimeout: (handle) => host.clearTimeout(handle) };
@@ -222,6 +269,7 @@ function readSettings(options: ForwarderOptions): Settings {
   if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "must be an object");
   checkMethods("source", options.source, ["claim", "ackBatch", "nack", "quarantine", "extend", "stats"]);
   checkMethods("sink", options.sink, ["appendBatch"]);
+  checkDurability(options);
   const consumer = parseConsumerId(options.consumer);
   const batchSize = checkWholeMs("batchSize", options.batchSize ?? DEFAULT_BATCH_SIZE, 1, MAX_BATCH_EVENTS);
   const leaseMs = checkWholeMs("leaseMs", options.leaseMs ?? DEFAULT_FORWARDER_LEASE_MS, 2, MAX_LEASE_MS);
@@ -275,21 +323,36 @@ function newAbortController(): AbortControllerLike | null {
  * Create a forwarder that drains `source` (as `consumer`) into `sink`. It
  * does nothing until `start()` (or `runOnce()` / `drain()`).
  *
+ * The sink's retention window bounds exactly-once delivery: the sink
+ * recognises a resent event (`already_present`) only for
+ * `capacity.retainAcknowledgedMs` after its `observedAt`, so that window must
+ * exceed the longest time an event can wait in the source plus its resends.
+ * For an offline browser that time has no bound of its own (a device offline
+ * for a week holds its outbox for a week), so size the edge's window for the
+ * longest absence you accept. A resend the sink answers `accepted` past the
+ * window is reported (an `error` event with a `PossibleDuplicateError`
+ * naming the request id): the event may be at the sink twice.
+ *
  * @throws InvalidArgumentError naming the option out of range (`batchSize`,
  *   `leaseMs`, `heartbeatMs`, `sinkTimeoutMs`, `pollIntervalMs`, `backoff.*`,
- *   `source`, `sink`, `clock`, `scheduler`, `online`, `lock.name`, `lock.manager`);
+ *   `source`, `sink`, `clock`, `scheduler`, `online`, `lock.name`, `lock.manager`,
+ *   `allowTelemetrySink`); InvalidArgumentError(`sink`) for a `telemetry_grade`
+ *   sink of a `billing_grade` source without `allowTelemetrySink: true`;
  *   InvalidConsumerIdError for a bad consumer name.
  * @example
  * ```ts
  * import { createJournal, BILLING_GRADE } from "isostore";
  * import { indexedDbEngine } from "isostore/indexeddb";
+ * import { HttpJournal } from "isostore/http";
  * import { browserOnline, createForwarder } from "isostore/sync";
  *
  * const local = createJournal(indexedDbEngine({ name: "usage" }), { name: "usage", capacity: BILLING_GRADE });
+ * // connect() asks the worker for the journal's mode and capacity (its retention window included).
+ * const edgeJournal = await HttpJournal.connect({ baseUrl: "https://edge.example", journal: "usage", token });
  * const forwarder = createForwarder({
  *   source: local,
  *   consumer: "edge",
- *   sink: edgeJournal, // e.g. an HttpJournal pointing at the worker
+ *   sink: edgeJournal,
  *   batchSize: 100,
  *   leaseMs: 30_000,
  *   backoff: { initialMs: 1_000, maxMs: 60_000 },

@@ -8,8 +8,11 @@
  *
  * @example
  * ```ts
+ * import { HttpJournal } from "isostore/http";
  * import { browserOnline, createForwarder } from "isostore/sync";
  *
+ * // The worker's own mode and capacity: the forwarder checks both (see `createForwarder`).
+ * const edgeJournal = await HttpJournal.connect({ baseUrl: location.origin, journal: "usage", token });
  * const forwarder = createForwarder({
  *   source: localJournal,
  *   consumer: "edge",
@@ -41,5 +44,5 @@ export { DEFAULT_BACKOFF, exponentialBackoff, type BackoffPolicy, type Exponenti
 export { alwaysOnline, browserOnline, type OnlineSource } from "./online.js";
 export { browserLocks, localLockManager, type LockManagerLike } from "./lock.js";
 export { reportListenerError, type ForwarderEvent, type ForwarderListener, type ForwarderListenerOptions } from "./events.js";
-export { SinkError, SinkProtocolError, SinkTimeoutError, isRetryable, type SinkErrorCode } from "./errors.js";
+export { PossibleDuplicateError, SinkError, SinkProtocolError, SinkTimeoutError, isRetryable, type SinkErrorCode } from "./errors.js";
 export type { Scheduler } from "../storage/leaser.js";

@@ -736,6 +736,23 @@ describe("forwarder: the loop waits out a failing sink without spending attempts
     }
   });
 
+  it("a sink breaking the appendBatch contract (the wrong number of results) is the sink's fault too: held, not charged", async () => {
+    const r = rig();
+    await r.append("acme/alice", 1);
+    for (let i = 0; i < 100; i++) r.sink.faults.push({ kind: "wrong_count" });
+    const forwarder = r.forwarder({ pollIntervalMs: 60_000 });
+    forwarder.start();
+    for (let i = 0; i < 30; i++) await r.scheduler.advance(10_000);
+    expect(r.sink.sent.length).toBeGreaterThan(SOURCE_CAPACITY.maxDeliveryAttempts);
+    expect(forwarder.progress).toMatchObject({ retried: 0, lastError: { phase: "append", code: "sink_protocol" } });
+    expect(await r.source.stats(consumer)).toMatchObject({ inFlight: 1, quarantined: 0 });
+    r.sink.faults.length = 0;
+    await r.scheduler.advance(8_000);
+    await forwarder.stop();
+    expect((await attemptsOf(r, r.appended[0]!.id)).map((a) => [a.attempt, a.outcome?.kind])).toEqual([[1, "acked"]]);
+    await audit(r);
+  });
+
   it("a full sink (per-event at_capacity) holds that event in the loop while the others go on", async () => {
     const r = rig();
     const [a1, a2] = await r.append("acme/alice", 2);
@@ -918,9 +935,9 @@ describe("forwarder property: random fault schedules lose nothing and keep per-k
           expect(quarantined.has(id)).toBe(true);
           expect(storedIds.has(id)).toBe(false);
         }
-        // Failures that are not the events' fault (an unavailable, slow, hanging, half-dead or full sink) cost no
-        // attempts: with no permanent whole-batch failure in the schedule, only the refused events are quarantined.
-        const permanent = scenario.faults.some((fault) => fault.kind === "wrong_count" || (fault.kind === "throw" && fault.error instanceof InvalidArgumentError));
+        // Failures that are not the events' fault (an unavailable, slow, hanging, half-dead, full or contract-breaking
+        // sink) cost no attempts: with no refusal of a whole batch's input in the schedule, only the refused events are quarantined.
+        const permanent = scenario.faults.some((fault) => fault.kind === "throw" && fault.error instanceof InvalidArgumentError);
         if (!permanent) expect(quarantined).toEqual(new Map([...refused].map((id) => [id, "rejected"])));
         expect(r.scheduler.pending()).toBe(0);
       }),

@@ -51,6 +51,8 @@ describe("forwarder options", () => {
     ["lock name starting with -", { lock: { name: "-x", manager: localLockManager() } }, "lock.name"],
     ["lock manager without request", { lock: { name: "x", manager: {} } }, "lock.manager"],
     ["onListenerError not a function", { onListenerError: "log" }, "onListenerError"],
+    ["allowTelemetrySink not a boolean", { allowTelemetrySink: "yes" }, "allowTelemetrySink"],
+    ["a telemetry_grade sink for a billing_grade source", { source: { ...withoutAckBatch, ackBatch: source.ackBatch.bind(source), mode: "billing_grade" }, sink: { appendBatch: sink.appendBatch.bind(sink), mode: "telemetry_grade" } }, "sink"],
   ];
   for (const [what, options, argument] of bad) {
     it(`refuses ${what} with InvalidArgumentError(${argument})`, () => {
@@ -62,6 +64,14 @@ describe("forwarder options", () => {
 
   it.skipIf(browserLocks() !== null)("refuses a lock without a manager where there is no navigator.locks", () => {
     expect(refusal(() => createForwarder({ ...base, lock: { name: "x" } }))).toMatchObject({ code: "invalid_argument", argument: "lock.manager" });
+  });
+
+  it("takes a telemetry_grade sink for a billing_grade source with allowTelemetrySink: true, and a sink that reports no mode", () => {
+    const billingSource = { ...withoutAckBatch, ackBatch: source.ackBatch.bind(source), mode: "billing_grade" } as unknown as UsageJournal;
+    const telemetrySink = { appendBatch: sink.appendBatch.bind(sink), mode: "telemetry_grade" as const };
+    expect(createForwarder({ ...base, source: billingSource, sink: telemetrySink, allowTelemetrySink: true }).consumer).toBe("edge");
+    expect(createForwarder({ ...base, source: billingSource, sink: { appendBatch: sink.appendBatch.bind(sink) } }).consumer).toBe("edge");
+    expect(createForwarder({ ...base, source: billingSource, sink: { ...telemetrySink, mode: "billing_grade" } }).consumer).toBe("edge");
   });
 
   it("refuses a missing options object", () => {

@@ -1,0 +1,254 @@
+/**
+ * The forwarder against an `HttpJournal` sink whose fetch is scripted: what
+ * the sink answers decides whether the events are charged a delivery
+ * attempt, whether the sink is trusted at all, and whether a resend is
+ * reported as a possible duplicate.
+ *
+ * - A whole call that fails for anything but a typed refusal of its input (a
+ *   captive portal's 200 HTML page, 404 `unknown_journal` or a 404 page, 408,
+ *   any 5xx with or without the API's JSON, 52x) is waited out by the loop:
+ *   the batch is held, each failure reported, the backoff capped, and no
+ *   event is quarantined however long it lasts. A 400 `invalid_request`
+ *   still charges the events (the attempt budget decides).
+ * - A `billing_grade` source is not forwarded into a `telemetry_grade` sink
+ *   (as `HttpJournal.connect` reports it) unless `allowTelemetrySink`.
+ * - A resend answered `accepted` for an event older than the sink's
+ *   `retainAcknowledgedMs` is reported as `possible_duplicate`.
+ */
+import { describe, expect, it } from "vitest";
+import { memoryEngine } from "../../adapters/memory/index.js";
+import { HttpJournal, type FetchLike } from "../../src/http/index.js";
+import { BILLING_GRADE, createJournal, createUsageEvent, InvalidArgumentError, newRequestId, parseConsumerId, type Capacity, type UsageEvent, type UsageJournal } from "../../src/index.js";
+import { createForwarder, PossibleDuplicateError, type ForwarderFailure, type ForwarderOptions } from "../../src/sync/index.js";
+import { virtualClock, virtualScheduler } from "../../src/testing/index.js";
+import { createApp } from "../../src/worker/index.js";
+
+const START = 1_700_000_000_000;
+const HOUR_MS = 60 * 60 * 1000;
+const CAPACITY: Capacity = { maxEvents: 1_000, maxDeliveryAttempts: 4, retainAcknowledgedMs: 24 * HOUR_MS, policy: "refuse" };
+const consumer = parseConsumerId("edge");
+const billing = parseConsumerId("billing");
+const TOKEN = "sink-test-token-0123456789";
+const MAX_BACKOFF_MS = 8_000;
+
+/** `journal`, reporting `mode` instead of its own (a memory journal is telemetry_grade; a durable one is not needed here). */
+function withMode<J extends object>(journal: J, mode: "billing_grade" | "telemetry_grade"): J {
+  return new Proxy(journal, {
+    get(target, property) {
+      if (property === "mode") return mode;
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+/** A source, an edge journal behind the worker, and a fetch that answers `broken` while set, else the worker. */
+function setup(options: { edgeMode?: "billing_grade" | "telemetry_grade" } = {}) {
+  const time = virtualClock(START);
+  const scheduler = virtualScheduler(time);
+  const source = createJournal(memoryEngine(), { name: "local", capacity: CAPACITY, clock: time.clock });
+  const memoryEdge = createJournal(memoryEngine(), { name: "usage", capacity: BILLING_GRADE, clock: time.clock });
+  const edge: UsageJournal = options.edgeMode === undefined ? memoryEdge : withMode(memoryEdge, options.edgeMode);
+  const app = createApp({ journals: { usage: { journal: edge, consumers: ["billing"] } }, auth: { tokens: [{ name: "t", token: TOKEN, scopes: ["append:*", "consume"] }] }, clock: time.clock });
+  const state: { broken: (() => Response) | null; dropReply: boolean; calls: number } = { broken: null, dropReply: false, calls: 0 };
+  const fetch: FetchLike = async (url, init) => {
+    if (url.endsWith("/append-batch")) state.calls += 1;
+    if (state.broken !== null && url.endsWith("/append-batch")) return state.broken();
+    const response = await app.fetch(new Request(url, init));
+    if (state.dropReply && url.endsWith("/append-batch")) {
+      state.dropReply = false;
+      await response.text();
+      throw new TypeError("network connection lost (reply dropped)");
+    }
+    return response;
+  };
+  const sinkOptions = { baseUrl: "http://edge.test", journal: "usage", token: TOKEN, fetch, retry: { attempts: 1 } } as const;
+  const connect = () => HttpJournal.connect(sinkOptions);
+  let serial = 0;
+  const append = async (subject: string, observedAt = time.now): Promise<UsageEvent> => {
+    const event = createUsageEvent({ record: { requestId: newRequestId(observedAt + serial), namespace: "acme", subject, data: { serial: serial++ } }, observedAt });
+    expect((await source.append(event)).status).toBe("accepted");
+    return event;
+  };
+  const forwarder = (sink: HttpJournal, more: Partial<ForwarderOptions> = {}) =>
+    createForwarder({
+      source,
+      consumer,
+      sink,
+      batchSize: 3,
+      leaseMs: 10_000,
+      backoff: { initialMs: 1_000, maxMs: MAX_BACKOFF_MS, jitter: 0 },
+      clock: time.clock,
+      scheduler,
+      pollIntervalMs: 60_000,
+      ...more,
+    });
+  return { time, scheduler, source, edge, state, connect, append, forwarder };
+}
+
+const html = (status: number, text: string) => () => new Response(`<!doctype html><html><body>${text}</body></html>`, { status, headers: { "content-type": "text/html" } });
+const json = (status: number, code: string) => () => new Response(JSON.stringify({ error: { code, message: `${code} (scripted)`, retryable: false } }), { status, headers: { "content-type": "application/json" } });
+
+describe("forwarder: a sink that is down or misconfigured is waited out, not charged to the events", () => {
+  const cases: [string, () => Response][] = [
+    ["a captive portal's 200 HTML page (invalid_answer)", html(200, "Please log in to Hotel WiFi")],
+    ["a 2xx JSON body that is not the API's answer (invalid_answer)", () => new Response("{}", { status: 200, headers: { "content-type": "application/json" } })],
+    ["404 unknown_journal (a misconfigured journal name)", json(404, "unknown_journal")],
+    ["a 404 HTML page (a misrouted baseUrl)", html(404, "Not Found")],
+    ["408 Request Timeout", html(408, "Request Timeout")],
+    ["500 internal (the API's JSON)", json(500, "internal")],
+    ["500 journal backend, not retryable (the API's JSON)", json(500, "backend")],
+    ["Cloudflare's 500 HTML page", html(500, "Internal Server Error - cloudflare")],
+    ["520 (a Cloudflare origin error page)", html(520, "Web server is returning an unknown error")],
+    ["502 Bad Gateway", html(502, "Bad Gateway")],
+    ["a 400 page without the API's JSON (a proxy's)", html(400, "Bad Request")],
+  ];
+  for (const [what, answer] of cases) {
+    it(`holds the batch through ${what}: reported at each send, backoff capped, nothing quarantined, one attempt each`, async () => {
+      const s = setup();
+      const sink = await s.connect();
+      const events = [await s.append("a"), await s.append("b")];
+      s.state.broken = answer;
+      const forwarder = s.forwarder(sink);
+      const errors: ForwarderFailure[] = [];
+      forwarder.addEventListener("error", (event) => errors.push(event.detail));
+      const waits: number[] = [];
+      forwarder.addEventListener("progress", (event) => {
+        if (event.detail.nextRetryAt !== null) waits.push(event.detail.nextRetryAt - s.time.now);
+      });
+      forwarder.start();
+      await s.scheduler.advance(0);
+      // Ten minutes of it: far more sends than the attempt budget of 4.
+      for (let i = 0; i < 60; i++) await s.scheduler.advance(10_000);
+      expect(s.state.calls).toBeGreaterThan(CAPACITY.maxDeliveryAttempts * 4);
+      expect(await s.source.stats(consumer)).toMatchObject({ pending: 0, inFlight: 2, quarantined: 0 });
+      expect(forwarder.progress).toMatchObject({ state: "backing_off", forwarded: 0, retried: 0, quarantined: 0 });
+      // The operator sees it: every failed send is an error event naming the events.
+      const appendErrors = errors.filter((error) => error.phase === "append");
+      expect(appendErrors.length).toBe(s.state.calls);
+      expect(appendErrors[0]!.requestIds).toEqual(events.map((event) => event.id));
+      expect(forwarder.progress.lastError).toMatchObject({ phase: "append", code: "backend" });
+      expect(Math.max(...waits)).toBeLessThanOrEqual(MAX_BACKOFF_MS);
+      expect(waits.at(-1)).toBe(MAX_BACKOFF_MS);
+
+      s.state.broken = null;
+      await s.scheduler.advance(MAX_BACKOFF_MS);
+      await s.scheduler.advance(0);
+      await forwarder.stop();
+      expect(forwarder.progress).toMatchObject({ forwarded: 2, quarantined: 0 });
+      for (const event of events) expect((await s.source.attempts(consumer, event.id)).map((a) => [a.attempt, a.outcome?.kind])).toEqual([[1, "acked"]]);
+    });
+  }
+
+  it("still charges the events for a typed refusal of the request's input (400 invalid_request): nacked, the attempt budget decides", async () => {
+    const s = setup();
+    const sink = await s.connect();
+    const event = await s.append("a");
+    s.state.broken = json(400, "invalid_request");
+    const forwarder = s.forwarder(sink);
+    forwarder.start();
+    await s.scheduler.advance(0);
+    for (let i = 0; i < 60; i++) await s.scheduler.advance(10_000);
+    await forwarder.stop();
+    expect(forwarder.progress.lastError).toMatchObject({ phase: "append", code: "invalid_argument", retryable: false });
+    const page = await s.source.listQuarantined(consumer);
+    expect(page.items.map((item) => [item.event.id, item.reason])).toEqual([[event.id, "attempts_exhausted"]]);
+  });
+});
+
+describe("forwarder: a billing_grade source is not forwarded into a telemetry_grade sink", () => {
+  it("refuses the sink HttpJournal.connect reports as telemetry_grade (a worker over a memory journal), naming it", async () => {
+    const s = setup(); // the edge is a memory journal: telemetry_grade
+    const sink = await s.connect();
+    expect(sink.mode).toBe("telemetry_grade");
+    const source = withMode(s.source, "billing_grade");
+    let refusal: unknown = null;
+    try {
+      s.forwarder(sink, { source });
+    } catch (error) {
+      refusal = error;
+    }
+    expect(refusal).toBeInstanceOf(InvalidArgumentError);
+    expect(refusal).toMatchObject({ code: "invalid_argument", argument: "sink" });
+    expect((refusal as Error).message).toContain("`usage`");
+    expect((refusal as Error).message).toContain("allowTelemetrySink");
+  });
+
+  it("forwards into it with allowTelemetrySink: true, into a billing_grade sink, and from a telemetry_grade source", async () => {
+    const telemetry = setup();
+    const telemetrySink = await telemetry.connect();
+    await telemetry.append("a");
+    const optedIn = telemetry.forwarder(telemetrySink, { source: withMode(telemetry.source, "billing_grade"), allowTelemetrySink: true });
+    expect(await optedIn.runOnce()).toMatchObject({ forwarded: 1 });
+    expect(() => telemetry.forwarder(telemetrySink)).not.toThrow(); // the memory source is telemetry_grade itself
+
+    const durable = setup({ edgeMode: "billing_grade" });
+    const durableSink = await durable.connect();
+    expect(durableSink.mode).toBe("billing_grade");
+    await durable.append("a");
+    expect(await durable.forwarder(durableSink, { source: withMode(durable.source, "billing_grade") }).runOnce()).toMatchObject({ forwarded: 1 });
+  });
+});
+
+describe("forwarder: a resend the sink takes as new after its retention window is reported", () => {
+  /** An event observed 25 h ago (a device offline for a day): past the edge's 24 h window. */
+  const OLD_MS = 25 * HOUR_MS;
+
+  it("runOnce: a lost reply, the edge delivers and prunes the first copy, the resend (attempt 2) is accepted: possible_duplicate with the request id", async () => {
+    const s = setup();
+    const sink = await s.connect();
+    expect(sink.capacity.retainAcknowledgedMs).toBe(BILLING_GRADE.retainAcknowledgedMs);
+    const event = await s.append("a", s.time.now - OLD_MS);
+    const forwarder = s.forwarder(sink);
+    const errors: ForwarderFailure[] = [];
+    forwarder.addEventListener("error", (e) => errors.push(e.detail));
+    s.state.dropReply = true;
+    expect(await forwarder.runOnce()).toMatchObject({ claimed: 1, retried: 1 });
+    const first = await s.edge.claim(billing, { maxEvents: 10, leaseMs: 30_000, now: s.time.now });
+    await s.edge.ackBatch(first.map((delivery) => delivery.id));
+    await s.scheduler.advance(1_000); // the nack's backoff
+    expect(await forwarder.runOnce()).toMatchObject({ claimed: 1, forwarded: 1, alreadyPresent: 0 });
+    const duplicate = errors.find((error) => error.code === "possible_duplicate");
+    expect(duplicate).toMatchObject({ phase: "append", retryable: false, requestIds: [event.id] });
+    expect(duplicate!.error).toBeInstanceOf(PossibleDuplicateError);
+    expect(duplicate!.error).toMatchObject({ requestId: event.id, attempt: 2, observedAt: event.observedAt, retainAcknowledgedMs: BILLING_GRADE.retainAcknowledgedMs });
+    expect(forwarder.progress.lastError).toMatchObject({ code: "possible_duplicate" });
+    // The edge's billing consumer does see it twice: what the report warns of.
+    expect((await s.edge.claim(billing, { maxEvents: 10, leaseMs: 30_000, now: s.time.now })).map((delivery) => delivery.event.id)).toEqual([event.id]);
+  });
+
+  it("the loop: a held batch's resend (same attempt) accepted past the window is reported too", async () => {
+    const s = setup();
+    const sink = await s.connect();
+    const event = await s.append("a", s.time.now - OLD_MS);
+    const forwarder = s.forwarder(sink);
+    const errors: ForwarderFailure[] = [];
+    forwarder.addEventListener("error", (e) => errors.push(e.detail));
+    s.state.dropReply = true;
+    forwarder.start();
+    await s.scheduler.advance(0);
+    expect(await s.source.stats(consumer)).toMatchObject({ inFlight: 1 });
+    const first = await s.edge.claim(billing, { maxEvents: 10, leaseMs: 30_000, now: s.time.now });
+    await s.edge.ackBatch(first.map((delivery) => delivery.id));
+    await s.scheduler.advance(1_000);
+    await forwarder.stop();
+    expect(forwarder.progress.forwarded).toBe(1);
+    expect(errors.filter((error) => error.code === "possible_duplicate")).toMatchObject([{ requestIds: [event.id], error: { attempt: 1 } }]);
+  });
+
+  it("reports nothing for a first send of an old event, nor for a resend the edge still recognises (already_present)", async () => {
+    const s = setup();
+    const sink = await s.connect();
+    await s.append("old", s.time.now - OLD_MS); // sent once, accepted: no sign of a duplicate
+    await s.append("recent", s.time.now - HOUR_MS); // its reply is lost; the resend finds it
+    const forwarder = s.forwarder(sink, { batchSize: 1 });
+    const errors: ForwarderFailure[] = [];
+    forwarder.addEventListener("error", (e) => errors.push(e.detail));
+    expect(await forwarder.runOnce()).toMatchObject({ forwarded: 1 });
+    s.state.dropReply = true;
+    expect(await forwarder.runOnce()).toMatchObject({ retried: 1 });
+    await s.scheduler.advance(1_000);
+    expect(await forwarder.runOnce()).toMatchObject({ forwarded: 1, alreadyPresent: 1 });
+    expect(errors.map((error) => error.code)).toEqual(["backend"]);
+  });
+});
