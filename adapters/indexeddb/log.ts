@@ -36,7 +36,7 @@
  * engine that checked the version a moment ago commit without reading it
  * again (`./paged-transaction.ts`, "trusted"). A checkpoint deletes the change
  * records it replaced but keeps its predecessors' checkpoint records, with
- * their bases, for {@link EVIDENCE_MS}; an engine trusts its check for
+ * their bases, until {@link EVIDENCE_MS} after each was written; an engine trusts its check for
  * {@link TRUST_MS} only, far less, so the evidence of any commit it has not
  * seen is still stored when it commits. Both ends of that interval are
  * clock readings taken while a transaction held its lock: the check's (a
@@ -67,7 +67,12 @@ export interface CheckpointRecord {
   readonly checkpoint: true;
   /** Its own version (the `checkpoints` index: the newest one is where a cold engine starts reading). */
   readonly cp?: number;
-  /** When it was written (epoch ms): it is kept, as evidence, for {@link EVIDENCE_MS} after the next checkpoint. */
+  /**
+   * When it was written (epoch ms): once replaced by a later checkpoint, it is
+   * kept, as evidence, until {@link EVIDENCE_MS} after it was written (any
+   * record holding the base of a commit made after an engine's check was
+   * written after that check, so it outlives the check's trust).
+   */
   readonly at?: number;
   /** The versions its commit and the change records it replaced were made on (the `bases` index). */
   readonly b?: readonly number[];
