@@ -417,6 +417,15 @@ function newLearnedState(): LearnedState {
  * `maxEvents < P` a busy partition 0 would be served ahead of the others on
  * every request). Plain data only, so it may outlive any request.
  *
+ * One memory serves the journals of ONE binding (one partitions namespace):
+ * it tells journals apart by scope, name and P only, so two bindings holding
+ * journals of the same scope and name must not share a memory (give each its
+ * own, or the journals distinct scopes). Shared, what was learned about one
+ * would be taken as true of the other: a consumer registered in one would
+ * skip its registration in the other, so the other's events could be pruned
+ * before it saw them, and a P checked in one would not be checked in the
+ * other.
+ *
  * @example
  * const memory = new PartitionedJournalMemory(); // module scope: one per isolate
  * export default {
