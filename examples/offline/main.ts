@@ -82,7 +82,8 @@ async function sink(): Promise<HttpJournal | null> {
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (!token) return null;
   if (connected?.token === token) return connected.journal;
-  const journal = await HttpJournal.connect({ baseUrl: location.origin, journal: "usage", token, batching: false, retry: { attempts: 2 } });
+  // One try per call: the forwarder resends itself, so it knows every resend and can report a possible duplicate.
+  const journal = await HttpJournal.connect({ baseUrl: location.origin, journal: "usage", token, batching: false, retry: { attempts: 1 } });
   connected = { token, journal };
   return journal;
 }

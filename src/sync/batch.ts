@@ -24,9 +24,27 @@
  *   attempt each time, and the journal's attempt budget would then
  *   quarantine the events as `attempts_exhausted`. `runOnce` and `drain` do
  *   not wait: they nack with backoff.
+ * - One event's poison does not hold the batches behind it for ever. Some of
+ *   those whole-call failures are answers that may be one event's doing (a
+ *   WAF's page, a server bug on its content: a 500 or 400 page, a
+ *   non-retryable `backend` error, `invalid_answer`, `sink_protocol`; see
+ *   `isUnexplainedAnswer`), unlike a network failure, a timeout, 429, 502,
+ *   503, 504 or a refusal of the credentials (401, 403), which are never
+ *   split. A batch whose whole call fails that way `SPLIT_AFTER_FAILURES` (3)
+ *   times in a row is split in halves, down to single events, as for a 413;
+ *   the parts the sink accepts are acknowledged. An event that still fails
+ *   alone is charged (nacked with backoff, its attempt counted, so the
+ *   attempt budget ends it as `attempts_exhausted`) only when another part of
+ *   the same send was accepted, which shows the sink works; when every part
+ *   fails, nothing is charged and the batch stays held (and reported), as in
+ *   an outage, and the next split waits for as many failures again. A held
+ *   batch of that event alone thus waits like an outage: nothing in it shows
+ *   the sink works.
  * - A whole-batch failure that is a typed refusal of the request's input
  *   (400 `invalid_request` / `invalid_json` / `invalid_event`, a local
- *   `invalid_argument`) is nacked with backoff and the error text, not
+ *   `invalid_argument`, a non-retryable journal error other than `backend`
+ *   such as a whole-call 409 `conflict`, a 400, 409, 415 or 422 with a code of
+ *   the API; see `isRequestRefusal`) is nacked with backoff and the error text, not
  *   quarantined: nothing says which event caused it, and the journal's
  *   attempt budget turns a poison batch into `attempts_exhausted` without
  *   guessing here. A batch too large for the sink (`payload_too_large`) is
@@ -40,7 +58,15 @@
  * - A resend answered `accepted` for an event observed longer ago than the
  *   sink's `capacity.retainAcknowledgedMs` is reported as a
  *   `PossibleDuplicateError` (and acknowledged): the sink may have stored,
- *   delivered and pruned the earlier copy, and taken this one as new.
+ *   delivered and pruned the earlier copy, and taken this one as new. A
+ *   resend is an event of a delivery attempt over 1, or one whose earlier
+ *   send in this batch failed with the outcome unknown (`isOutcomeUnknown`:
+ *   a network failure, a timeout or an abort, a gateway's 502, 504 or 52x, a
+ *   500 without the API's JSON); an answer that says nothing was stored (a
+ *   portal's 200 page, 401, 403, 404, 408, 503 `at_capacity`, a typed
+ *   journal error) does not make one. The forwarder knows only its own
+ *   resends: a sink that retries on its own (an `HttpJournal` with more than
+ *   one `retry.attempts`) resends unseen, and unreported.
  * - The sink may have stored part of a failed call: the replay finds it as
  *   `already_present` (the sink is idempotent on request ids).
  * - While the sink has not answered, a heartbeat extends the leases every
@@ -69,7 +95,18 @@ import type { AbortSignalLike } from "../storage/options.js";
 import { newAbortController } from "../storage/web.js";
 import type { Scheduler } from "../storage/leaser.js";
 import type { BackoffPolicy } from "./backoff.js";
-import { describeError, isForbiddenNamespace, isPayloadTooLarge, isRetryable, isSinkWide, PossibleDuplicateError, SinkProtocolError, SinkTimeoutError } from "./errors.js";
+import {
+  describeError,
+  isForbiddenNamespace,
+  isOutcomeUnknown,
+  isPayloadTooLarge,
+  isRetryable,
+  isSinkWide,
+  isUnexplainedAnswer,
+  PossibleDuplicateError,
+  SinkProtocolError,
+  SinkTimeoutError,
+} from "./errors.js";
 
 /**
  * What the forwarder writes to: anything with the journal's `appendBatch` (a
@@ -181,7 +218,22 @@ type Outcome =
   /** Not this event's fault (the whole call failed for anything but a refusal of its input, or the sink is full for this event): send again later. */
   | { readonly kind: "again"; readonly error: unknown }
   /** The sink refused the whole call's input and no event is known to be the cause: nack, and let the attempt budget decide. */
-  | { readonly kind: "failed"; readonly error: unknown };
+  | { readonly kind: "failed"; readonly error: unknown }
+  /**
+   * The call failed with an answer that may be an event's doing (`isUnexplainedAnswer`): `lone` when the call
+   * carried this event alone. Resolved by {@link forwardBatch} into `failed` (a lone event, another part of the
+   * batch accepted in the same send) or `again`.
+   */
+  | { readonly kind: "suspect"; readonly error: unknown; readonly lone: boolean };
+
+/** A batch whose whole call failed this many times in a row with an unexplained answer is split, to find the event at fault. */
+export const SPLIT_AFTER_FAILURES = 3;
+
+/** How one {@link send} treats an unexplained answer: split the call in halves (`split`), and whether it did. */
+interface SendProbe {
+  readonly split: boolean;
+  splitDone: boolean;
+}
 
 /** Counts of one batch as it settles (the mutable side of {@link BatchReport}). */
 interface Tally {
@@ -212,7 +264,10 @@ interface Tally {
  *
  * A batch the sink finds too large (`payload_too_large`, HTTP 413) is split
  * in halves and each half sent on its own, down to single events; a single
- * event the sink finds too large is quarantined as `rejected`.
+ * event the sink finds too large is quarantined as `rejected`. A held batch
+ * whose whole call failed `SPLIT_AFTER_FAILURES` times in a row with an
+ * answer that may be one event's doing is split the same way (see the module
+ * comment).
  */
 export async function forwardBatch(context: BatchContext, hold: BatchHold | null = null): Promise<BatchReport> {
   let deliveries: Delivery[];
@@ -228,6 +283,8 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
   const tally: Tally = { forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, resent: 0, failed: false };
   let outstanding = deliveries;
   let failures = 0;
+  // Sends in a row whose events all failed with an unexplained answer (see `isUnexplainedAnswer`) and none was accepted.
+  let unexplained = 0;
   // Request ids of this batch a failed send may have stored (the outcome of the call is unknown): a later send of them is a resend.
   const sentBefore = new Set<string>();
   // The heartbeat keeps the leases while the sink has the events and while a held batch waits;
@@ -235,7 +292,10 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
   const heartbeat = startHeartbeat(context, deliveries);
   try {
     for (;;) {
-      const outcomes = await send(context, outstanding, sentBefore);
+      const probe: SendProbe = { split: unexplained >= SPLIT_AFTER_FAILURES - 1, splitDone: false };
+      const outcomes = resolveSuspects(await send(context, outstanding, sentBefore, probe));
+      // A split that found no part the sink takes proves nothing: the next split waits for as many failures again.
+      unexplained = outcomes.some((outcome) => outcome.kind === "again" && isUnexplainedAnswer(outcome.error)) && !probe.splitDone ? unexplained + 1 : 0;
       await heartbeat.pause();
       const again = await settle(context, outstanding, outcomes, tally, hold === null ? "nack" : hold.active() ? "keep" : "give_back");
       if (again.length === 0 || hold === null) break;
@@ -272,9 +332,11 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
  * Send `deliveries` to the sink; one outcome per delivery, in order. Every
  * failure is reported here, and so is a resend that may have been stored
  * twice (see {@link checkResend}). Never rejects. A whole call that fails
- * with its outcome unknown adds its request ids to `sentBefore`.
+ * with its outcome unknown (`isOutcomeUnknown`) adds its request ids to
+ * `sentBefore`. With `probe.split`, a call that fails with an unexplained
+ * answer (`isUnexplainedAnswer`) is split in halves, down to single events.
  */
-async function send(context: BatchContext, deliveries: readonly Delivery[], sentBefore: Set<string>): Promise<Outcome[]> {
+async function send(context: BatchContext, deliveries: readonly Delivery[], sentBefore: Set<string>, probe: SendProbe = { split: false, splitDone: false }): Promise<Outcome[]> {
   let results: BatchAppendResult[];
   try {
     results = await appendWithTimeout(context, deliveries);
@@ -288,13 +350,20 @@ async function send(context: BatchContext, deliveries: readonly Delivery[], sent
       // event's): halves until each part passes, so the other events are not held back with it, and the
       // event refused alone is refused for good.
       if (deliveries.length === 1) return [{ kind: "refused", error }];
-      const half = Math.ceil(deliveries.length / 2);
-      return [...(await send(context, deliveries.slice(0, half), sentBefore)), ...(await send(context, deliveries.slice(half), sentBefore))];
+      return sendHalves(context, deliveries, sentBefore, probe);
     }
-    // A refusal of the input is an answer (nothing was stored); anything else may have reached the sink.
-    const sinkWide = isSinkWide(error);
-    if (sinkWide) for (const delivery of deliveries) sentBefore.add(delivery.id.event);
-    const kind = sinkWide ? "again" : "failed";
+    // Only a failure that leaves unknown whether the sink stored the events makes a later send of them a resend.
+    if (isOutcomeUnknown(error)) for (const delivery of deliveries) sentBefore.add(delivery.id.event);
+    if (isUnexplainedAnswer(error)) {
+      // An answer that may be one event's doing (a WAF's page, a server bug on its content), after as many failures
+      // in a row as SPLIT_AFTER_FAILURES: halves, so that the events the sink takes go, and the one at fault shows.
+      if (probe.split && deliveries.length > 1) {
+        probe.splitDone = true;
+        return sendHalves(context, deliveries, sentBefore, probe);
+      }
+      return deliveries.map(() => ({ kind: "suspect", error, lone: deliveries.length === 1 }));
+    }
+    const kind = isSinkWide(error) ? "again" : "failed";
     return deliveries.map(() => ({ kind, error }));
   }
   const retainMs = sinkRetention(context.sink);
@@ -307,6 +376,27 @@ async function send(context: BatchContext, deliveries: readonly Delivery[], sent
     const error: unknown = result !== undefined && result.status === "rejected" ? result.error : new SinkProtocolError(`unknown result ${describeResult(result)}`);
     context.report({ phase: "append", error, requestIds: [delivery.id.event] });
     return isRetryable(error) ? { kind: "again", error } : { kind: "refused", error };
+  });
+}
+
+/** {@link send} for each half of `deliveries`, one after the other. */
+async function sendHalves(context: BatchContext, deliveries: readonly Delivery[], sentBefore: Set<string>, probe: SendProbe): Promise<Outcome[]> {
+  const half = Math.ceil(deliveries.length / 2);
+  return [...(await send(context, deliveries.slice(0, half), sentBefore, probe)), ...(await send(context, deliveries.slice(half), sentBefore, probe))];
+}
+
+/**
+ * Settle the `suspect` outcomes of one send: an event the sink failed with an
+ * unexplained answer when sent alone is charged (`failed`: nacked with
+ * backoff, its attempt counted) when another part of the same send was
+ * accepted, which shows the sink works; any other is `again` (held, as in an
+ * outage).
+ */
+function resolveSuspects(outcomes: readonly Outcome[]): Outcome[] {
+  const sinkWorks = outcomes.some((outcome) => outcome.kind === "held");
+  return outcomes.map((outcome): Outcome => {
+    if (outcome.kind !== "suspect") return outcome;
+    return { kind: sinkWorks && outcome.lone ? "failed" : "again", error: outcome.error };
   });
 }
 

@@ -7,6 +7,7 @@
  */
 
 import { causeChain } from "../cause-chain.js";
+import { JournalError } from "../journal/errors.js";
 
 /** Codes of {@link SinkError}. */
 export type SinkErrorCode = "sink_timeout" | "sink_protocol" | "possible_duplicate";
@@ -167,39 +168,111 @@ export function isForbiddenNamespace(error: unknown): boolean {
 const BAD_INPUT_CODES: readonly string[] = ["invalid_request", "invalid_json", "invalid_event", "invalid_argument", "invalid_consumer_id"];
 
 /**
+ * Statuses of a refusal of the request's input when the answer carries a
+ * code of the API: 400 Bad Request, 409 Conflict, 415 Unsupported Media
+ * Type, 422 Unprocessable Content.
+ */
+const REFUSAL_STATUSES: readonly number[] = [400, 409, 415, 422];
+
+/** Whether `code` is one of the API's (not `http_<status>`, which `HttpJournal` makes up for a body without one, nor `invalid_answer`). */
+function isApiCode(code: unknown): code is string {
+  return typeof code === "string" && !/^http_\d+$/.test(code) && code !== "invalid_answer";
+}
+
+/**
  * Whether a failure of a whole `appendBatch` call is a typed refusal of the
- * request itself for bad input: the error carries one of the API's or the
+ * request itself for its input: the error carries one of the API's or the
  * journal's bad-input codes (`invalid_request`, `invalid_json`,
- * `invalid_event`, `invalid_argument`, `invalid_consumer_id`), or it (or a
- * cause under it, as an `HttpJournal` error carries its `HttpError`) is an
- * HTTP 400 with a code of the API. A 400 without one (`http_400`: the body
- * was not the API's JSON, so a proxy or a portal answered) is not: nothing
- * says the request was at fault. 413 `payload_too_large` and 403
- * `forbidden_namespace` are refusals of the request too, but the forwarder
- * splits the batch for those before it asks (see {@link isPayloadTooLarge}).
+ * `invalid_event`, `invalid_argument`, `invalid_consumer_id`); or it is a
+ * journal error (`JournalError`) that is not retryable and not `backend`
+ * (say a whole-call 409 `conflict`, which `HttpJournal` rebuilds as the
+ * journal's error); or it (or a cause under it, as an `HttpJournal` error
+ * carries its `HttpError`) is an HTTP 400, 409, 415 or 422 with a code of
+ * the API. Such a status without one (`http_400`: the body was not the API's
+ * JSON, so a proxy or a portal answered) is not: nothing says the request
+ * was at fault. 413 `payload_too_large` and 403 `forbidden_namespace` are
+ * refusals of the request too, but the forwarder splits the batch for those
+ * before it asks (see {@link isPayloadTooLarge}).
  */
 export function isRequestRefusal(error: unknown): boolean {
   const code = errorCode(error);
   if (code !== null && BAD_INPUT_CODES.includes(code)) return true;
+  if (error instanceof JournalError && error.code !== "backend" && !error.retryable) return true;
   return causeChain(error).some((link) => {
     const { code: linkCode, status } = link as { code?: unknown; status?: unknown };
-    return status === 400 && typeof linkCode === "string" && !/^http_\d+$/.test(linkCode) && linkCode !== "invalid_answer";
+    return typeof status === "number" && REFUSAL_STATUSES.includes(status) && isApiCode(linkCode);
   });
 }
 
 /**
  * Whether a failure of a whole `appendBatch` call is the sink's as a whole
- * rather than any event's: every failure that is not a typed refusal of the
- * request's input ({@link isRequestRefusal}). So: the sink unavailable,
- * overloaded or timing out (429, 5xx of any kind, 408, a network failure), a
- * misconfigured or misrouted sink (401 / 403 refusing the credentials, 404
- * `unknown_journal` or a 404 page, a 2xx that is not the API's answer:
- * `invalid_answer`, e.g. a captive portal's 200 HTML page), an error body that
- * is not the API's JSON, a sink that breaks the `appendBatch` contract
- * (`sink_protocol`), anything untyped. None of these says anything about the
- * events, and repeating the call cannot fail them for good: the forwarder's
- * loop waits them out without charging the events an attempt.
+ * rather than any event's, as far as one call can tell: every failure that
+ * is not a typed refusal of the request's input ({@link isRequestRefusal}).
+ * So: the sink unavailable, overloaded or timing out (429, 5xx of any kind,
+ * 408, a network failure), a misconfigured or misrouted sink (401 / 403
+ * refusing the credentials, 404 `unknown_journal` or a 404 page, a 2xx that
+ * is not the API's answer: `invalid_answer`, e.g. a captive portal's 200 HTML
+ * page), an error body that is not the API's JSON, a sink that breaks the
+ * `appendBatch` contract (`sink_protocol`), anything untyped. None of these
+ * says anything about the events on its own: the forwarder's loop waits them
+ * out without charging the events an attempt. Some of them may still be one
+ * event's doing (a WAF's page, a server bug on that event's content: see
+ * {@link isUnexplainedAnswer}), which the loop finds out by splitting.
  */
 export function isSinkWide(error: unknown): boolean {
   return !isRequestRefusal(error);
+}
+
+/**
+ * Whether a sink-wide failure ({@link isSinkWide}) is an answer that may be
+ * one event's doing rather than an outage: the sink (or something in front
+ * of it) answered, not retryable, and not about the credentials. That is a
+ * non-retryable error that is not a typed refusal of the input and whose
+ * chain carries no 401, 403 or 408 (a 500 or a 400 page without the API's
+ * JSON, a 404, a 2xx that is not the API's answer, a non-retryable
+ * `backend` error, `sink_protocol`). Not: a network failure, a timeout or an
+ * abort, 429, 502, 503, 504, a retryable `backend` error or `at_capacity`
+ * (all retryable: an outage that passes), 401 / 403 (credentials), 408.
+ * The forwarder's loop splits a batch that keeps failing this way, to find
+ * the event that causes it (see `batch.ts`).
+ */
+export function isUnexplainedAnswer(error: unknown): boolean {
+  if (isRequestRefusal(error) || isRetryable(error)) return false;
+  return !carries(error, [], [401, 403, 408]);
+}
+
+/**
+ * Whether, after a failure of a whole `appendBatch` call, the sink may have
+ * stored the events: the outcome is unknown. That is a network failure, a
+ * timeout or an abort (the request may have arrived), a gateway's 5xx (502,
+ * 504, Cloudflare's 52x) or a 500 without the API's JSON body (the origin
+ * may have acted before it failed), a sink that broke the `appendBatch`
+ * contract (it did something), and anything untyped. Not: any other answer
+ * of the API or in front of it, which says nothing was stored (a 2xx that is
+ * not the API's answer, 401, 403, 404, 408, 429, 503 `at_capacity`, a typed
+ * journal error, a retryable `backend` error the server reported, a refusal).
+ */
+export function isOutcomeUnknown(error: unknown): boolean {
+  const chain = causeChain(error);
+  for (const link of chain) {
+    const { code, status } = link as { code?: unknown; status?: unknown };
+    if (typeof status === "number" && typeof code === "string") {
+      return status === 502 || status === 504 || (status >= 520 && status <= 529) || (status === 500 && !isApiCode(code));
+    }
+  }
+  if (error instanceof JournalError) {
+    // The server's own typed answer: rebuilt from the wire, it has no cause (or the wire's marks). A `backend`
+    // error over a network failure, a timeout or an abort (HttpJournal's), or a local engine's failure, does.
+    if (error.code !== "backend") return false;
+    const cause = (error as { cause?: unknown }).cause;
+    return cause !== undefined && !isWireCause(cause);
+  }
+  return true;
+}
+
+/** A cause `decodeError` rebuilt from the wire: the marks of a full or overloaded storage object (its transaction did not commit). */
+function isWireCause(cause: unknown): boolean {
+  if (cause === null || typeof cause !== "object") return false;
+  const { code, overloaded } = cause as { code?: unknown; overloaded?: unknown };
+  return code === "storage_full" || overloaded === true;
 }

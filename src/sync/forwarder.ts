@@ -145,7 +145,9 @@ export interface ForwarderOptions {
    * (every `UsageJournal` is), and only is within its retention window
    * (`capacity.retainAcknowledgedMs`, counted from each event's
    * `observedAt`). For an `HttpJournal`, make it with `HttpJournal.connect`,
-   * so its `mode` and `capacity` are the server's.
+   * so its `mode` and `capacity` are the server's, and with
+   * `retry: { attempts: 1 }`, so that every resend is the forwarder's own
+   * (see {@link createForwarder}).
    */
   readonly sink: ForwarderSink;
   /**
@@ -331,7 +333,11 @@ function newAbortController(): AbortControllerLike | null {
  * for a week holds its outbox for a week), so size the edge's window for the
  * longest absence you accept. A resend the sink answers `accepted` past the
  * window is reported (an `error` event with a `PossibleDuplicateError`
- * naming the request id): the event may be at the sink twice.
+ * naming the request id): the event may be at the sink twice. Only the
+ * forwarder's own resends are reported, so build an `HttpJournal` sink with
+ * `retry: { attempts: 1 }`: its own retries (4 tries by default) would resend
+ * after a lost reply without the forwarder knowing. The forwarder does its
+ * own resending.
  *
  * @throws InvalidArgumentError naming the option out of range (`batchSize`,
  *   `leaseMs`, `heartbeatMs`, `sinkTimeoutMs`, `pollIntervalMs`, `backoff.*`,
@@ -348,7 +354,8 @@ function newAbortController(): AbortControllerLike | null {
  *
  * const local = createJournal(indexedDbEngine({ name: "usage" }), { name: "usage", capacity: BILLING_GRADE });
  * // connect() asks the worker for the journal's mode and capacity (its retention window included).
- * const edgeJournal = await HttpJournal.connect({ baseUrl: "https://edge.example", journal: "usage", token });
+ * // retry: { attempts: 1 }: the forwarder resends itself, and reports a resend that may be a duplicate.
+ * const edgeJournal = await HttpJournal.connect({ baseUrl: "https://edge.example", journal: "usage", token, retry: { attempts: 1 } });
  * const forwarder = createForwarder({
  *   source: local,
  *   consumer: "edge",

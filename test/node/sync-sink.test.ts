@@ -252,3 +252,188 @@ describe("forwarder: a resend the sink takes as new after its retention window i
     expect(errors.map((error) => error.code)).toEqual(["backend"]);
   });
 });
+
+describe("forwarder: one event the sink always fails does not hold the batches behind it", () => {
+  for (const [what, answer] of [
+    ["a WAF's 500 HTML page", html(500, "blocked")],
+    ["a proxy's 400 HTML page", html(400, "blocked")],
+    ["a non-retryable backend error (the API's JSON: a server bug on that event)", json(500, "backend")],
+  ] as const) {
+    it(`${what} on one event: after 3 failures the batch is split, the others go, the poison event is charged until attempts_exhausted`, async () => {
+      const s = setup();
+      const app = s.state;
+      const calls: string[][] = [];
+      let poisonCalls = 0;
+      const base = await s.connect();
+      // A request carrying the poison event gets the scripted answer (a WAF or a server bug on its content).
+      const sink = new Proxy(base, {
+        get(target, property) {
+          if (property === "appendBatch") {
+            return async (events: readonly UsageEvent[], options?: { signal?: AbortSignal }) => {
+              calls.push(events.map((event) => event.record.subject));
+              if (events.some((event) => event.record.subject === "poison")) {
+                poisonCalls += 1;
+                app.broken = answer;
+                try {
+                  return await target.appendBatch(events, options);
+                } finally {
+                  app.broken = null;
+                }
+              }
+              return target.appendBatch(events, options);
+            };
+          }
+          const value: unknown = Reflect.get(target, property, target);
+          return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const poison = await s.append("poison");
+      const others: UsageEvent[] = [];
+      for (let i = 0; i < 11; i++) others.push(await s.append(`s${i}`));
+      const forwarder = s.forwarder(sink);
+      forwarder.start();
+      await s.scheduler.advance(0);
+      for (let i = 0; i < 60; i++) await s.scheduler.advance(10_000);
+      await forwarder.stop();
+      // Every other event reached the edge, each with one attempt.
+      const atEdge = await s.edge.claim(billing, { maxEvents: 100, leaseMs: 30_000, now: s.time.now });
+      expect(atEdge.map((delivery) => delivery.event.id).sort()).toEqual(others.map((event) => event.id).sort());
+      for (const event of others) expect((await s.source.attempts(consumer, event.id)).map((a) => a.attempt)).toEqual([1]);
+      // The poison event was charged each time its batch was split and another part accepted, until the budget ended it.
+      expect(poisonCalls).toBeGreaterThan(3);
+      const page = await s.source.listQuarantined(consumer);
+      expect(page.items.map((item) => [item.event.id, item.reason])).toEqual([[poison.id, "attempts_exhausted"]]);
+      // The first split came after 3 whole failures of the first batch, not before.
+      expect(calls.slice(0, 4)).toEqual([["poison", "s0", "s1"], ["poison", "s0", "s1"], ["poison", "s0", "s1"], ["poison", "s0"]]);
+    });
+  }
+
+  it("an outage answering every call the same way (a 500 page) is split, but nothing is charged and the batch stays held", async () => {
+    const s = setup();
+    const sink = await s.connect();
+    const events = [await s.append("a"), await s.append("b"), await s.append("c")];
+    s.state.broken = html(500, "Internal Server Error");
+    const forwarder = s.forwarder(sink);
+    forwarder.start();
+    await s.scheduler.advance(0);
+    for (let i = 0; i < 60; i++) await s.scheduler.advance(10_000);
+    expect(await s.source.stats(consumer)).toMatchObject({ pending: 0, inFlight: 3, quarantined: 0 });
+    s.state.broken = null;
+    await s.scheduler.advance(MAX_BACKOFF_MS);
+    await s.scheduler.advance(0);
+    await forwarder.stop();
+    for (const event of events) expect((await s.source.attempts(consumer, event.id)).map((a) => [a.attempt, a.outcome?.kind])).toEqual([[1, "acked"]]);
+  });
+
+  for (const [what, answer] of [
+    ["a network failure", () => { throw new TypeError("offline"); }],
+    ["429", json(429, "rate_limited")],
+    ["503", json(503, "unavailable")],
+    ["401", json(401, "unauthorized")],
+    ["403 forbidden", json(403, "forbidden")],
+  ] as const) {
+    it(`${what} is held without splitting`, async () => {
+      const s = setup();
+      const sink = await s.connect();
+      await s.append("a");
+      await s.append("b");
+      s.state.broken = answer;
+      const sizes: number[] = [];
+      const spy = new Proxy(sink, {
+        get(target, property) {
+          if (property === "appendBatch") return (events: readonly UsageEvent[], options?: { signal?: AbortSignal }) => (sizes.push(events.length), target.appendBatch(events, options));
+          const value: unknown = Reflect.get(target, property, target);
+          return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const forwarder = s.forwarder(spy);
+      forwarder.start();
+      await s.scheduler.advance(0);
+      for (let i = 0; i < 12; i++) await s.scheduler.advance(10_000);
+      await forwarder.stop();
+      expect(sizes.length).toBeGreaterThan(5);
+      expect(new Set(sizes)).toEqual(new Set([2]));
+    });
+  }
+});
+
+describe("forwarder: typed 4xx refusals of the input other than 400 charge the events", () => {
+  for (const [what, answer, code] of [
+    ["409 conflict (the journal's error)", json(409, "conflict"), "conflict"],
+    ["415 with the API's JSON", json(415, "unsupported_media_type"), "backend"],
+    ["422 with the API's JSON", json(422, "unprocessable_entity"), "backend"],
+  ] as const) {
+    it(`a lone event refused as a whole with ${what} is nacked until attempts_exhausted, not held for ever`, async () => {
+      const s = setup();
+      const sink = await s.connect();
+      const event = await s.append("a");
+      s.state.broken = answer;
+      const forwarder = s.forwarder(sink);
+      forwarder.start();
+      await s.scheduler.advance(0);
+      for (let i = 0; i < 60; i++) await s.scheduler.advance(10_000);
+      await forwarder.stop();
+      expect(forwarder.progress.lastError).toMatchObject({ phase: "append", code, retryable: false });
+      const page = await s.source.listQuarantined(consumer);
+      expect(page.items.map((item) => [item.event.id, item.reason])).toEqual([[event.id, "attempts_exhausted"]]);
+      expect(s.state.calls).toBe(CAPACITY.maxDeliveryAttempts);
+    });
+  }
+});
+
+describe("forwarder: possible_duplicate only after a send whose outcome is unknown", () => {
+  const OLD_MS = 25 * HOUR_MS;
+  const atCapacity = () => new Response(JSON.stringify({ error: { code: "at_capacity", message: "full", retryable: true } }), { status: 503, headers: { "content-type": "application/json" } });
+  const retryableBackend = () => new Response(JSON.stringify({ error: { code: "backend", message: "busy", retryable: true } }), { status: 503, headers: { "content-type": "application/json" } });
+  const cases: [string, () => Response, boolean][] = [
+    ["a captive portal's 200 HTML page", html(200, "Hotel WiFi"), false],
+    ["401", json(401, "unauthorized"), false],
+    ["403 forbidden", json(403, "forbidden"), false],
+    ["404 unknown_journal", json(404, "unknown_journal"), false],
+    ["408", html(408, "Request Timeout"), false],
+    ["503 at_capacity", atCapacity, false],
+    ["a retryable backend error (the API's JSON)", retryableBackend, false],
+    ["502 Bad Gateway", html(502, "Bad Gateway"), true],
+    ["504 Gateway Timeout", html(504, "Gateway Timeout"), true],
+    ["Cloudflare's 522", html(522, "Connection timed out"), true],
+    ["a 500 page without the API's JSON", html(500, "Internal Server Error"), true],
+  ];
+  for (const [what, answer, unknown] of cases) {
+    it(`${unknown ? "reports" : "does not report"} the resend of an old event whose first send got ${what}`, async () => {
+      const s = setup();
+      const sink = await s.connect();
+      const event = await s.append("a", s.time.now - OLD_MS);
+      s.state.broken = answer;
+      const forwarder = s.forwarder(sink);
+      const errors: ForwarderFailure[] = [];
+      forwarder.addEventListener("error", (e) => errors.push(e.detail));
+      forwarder.start();
+      await s.scheduler.advance(0);
+      s.state.broken = null;
+      await s.scheduler.advance(10_000);
+      await forwarder.stop();
+      expect(forwarder.progress.forwarded).toBe(1);
+      const reports = errors.filter((error) => error.code === "possible_duplicate");
+      if (unknown) expect(reports).toMatchObject([{ requestIds: [event.id] }]);
+      else expect(reports).toEqual([]);
+    });
+  }
+  it("a network failure (the request may have arrived) makes a resend", async () => {
+    const s = setup();
+    const sink = await s.connect();
+    const event = await s.append("a", s.time.now - OLD_MS);
+    s.state.broken = () => {
+      throw new TypeError("offline");
+    };
+    const forwarder = s.forwarder(sink);
+    const errors: ForwarderFailure[] = [];
+    forwarder.addEventListener("error", (e) => errors.push(e.detail));
+    forwarder.start();
+    await s.scheduler.advance(0);
+    s.state.broken = null;
+    await s.scheduler.advance(10_000);
+    await forwarder.stop();
+    expect(errors.filter((error) => error.code === "possible_duplicate")).toMatchObject([{ requestIds: [event.id] }]);
+  });
+});
+
