@@ -26,10 +26,11 @@
  *   not wait: they nack with backoff.
  * - One event's poison does not hold the batches behind it for ever. Some of
  *   those whole-call failures are answers that may be one event's doing (a
- *   WAF's page, a server bug on its content: a 500 or 400 page, a
- *   non-retryable `backend` error, `invalid_answer`, `sink_protocol`; see
+ *   WAF's page, a server bug on its content: a 500 or 400 page, a 500
+ *   `internal`, `invalid_answer`, `sink_protocol`; see
  *   `isUnexplainedAnswer`), unlike a network failure, a timeout, 429, 502,
- *   503, 504 or a refusal of the credentials (401, 403), which are never
+ *   503, 504, a storage failure the API reports (`backend`, however it comes
+ *   and goes) or a refusal of the credentials (401, 403), which are never
  *   split. A batch whose whole call fails that way `SPLIT_AFTER_FAILURES` (3)
  *   times in a row is split in halves, down to single events, as for a 413;
  *   the parts the sink accepts are acknowledged. An event that still fails

@@ -229,16 +229,33 @@ export function isSinkWide(error: unknown): boolean {
  * of it) answered, not retryable, and not about the credentials. That is a
  * non-retryable error that is not a typed refusal of the input and whose
  * chain carries no 401, 403 or 408 (a 500 or a 400 page without the API's
- * JSON, a 404, a 2xx that is not the API's answer, a non-retryable
- * `backend` error, `sink_protocol`). Not: a network failure, a timeout or an
- * abort, 429, 502, 503, 504, a retryable `backend` error or `at_capacity`
- * (all retryable: an outage that passes), 401 / 403 (credentials), 408.
+ * JSON, a 500 `internal`, a 404, a 2xx that is not the API's answer,
+ * `sink_protocol`). Not: a network failure, a timeout or an abort, 429, 502,
+ * 503, 504, `at_capacity` (all retryable: an outage that passes), a storage
+ * failure the API reports (`backend`, retryable or not: the storage's fault,
+ * not an event's), 401 / 403 (credentials), 408.
  * The forwarder's loop splits a batch that keeps failing this way, to find
  * the event that causes it (see `batch.ts`).
  */
 export function isUnexplainedAnswer(error: unknown): boolean {
   if (isRequestRefusal(error) || isRetryable(error)) return false;
-  return !carries(error, [], [401, 403, 408]);
+  return !carries(error, [], [401, 403, 408]) && !isStorageFault(error);
+}
+
+/**
+ * Whether the failure is the sink's storage failing, as the API says it: an
+ * HTTP answer with the API's code `backend` (a 500 or 503 of the worker whose
+ * journal's storage failed), or a journal `BackendError` rebuilt from a
+ * partition's wire. Such a failure is an outage, however often it comes back
+ * and however it alternates with successes: never a reason to split a batch
+ * or to charge an event.
+ */
+function isStorageFault(error: unknown): boolean {
+  for (const link of causeChain(error)) {
+    const { code, status } = link as { code?: unknown; status?: unknown };
+    if (typeof status === "number") return code === "backend";
+  }
+  return error instanceof JournalError && error.code === "backend" && (error as { cause?: unknown }).cause === undefined;
 }
 
 /**
@@ -247,25 +264,29 @@ export function isUnexplainedAnswer(error: unknown): boolean {
  * timeout or an abort (the request may have arrived), a gateway's 5xx (502,
  * 504, Cloudflare's 52x) or a 500 without the API's JSON body (the origin
  * may have acted before it failed), a sink that broke the `appendBatch`
- * contract (it did something), and anything untyped. Not: any other answer
- * of the API or in front of it, which says nothing was stored (a 2xx that is
- * not the API's answer, 401, 403, 404, 408, 429, 503 `at_capacity`, a typed
- * journal error, a retryable `backend` error the server reported, a refusal).
+ * contract (it did something), a storage failure the API reports (`backend`,
+ * 500 or 503: a lost reply between the worker and its storage object may
+ * follow a commit), and anything untyped. Not: any other answer of the API
+ * or in front of it, which says nothing was stored (a 2xx that is not the
+ * API's answer, 401, 403, 404, 408, 429, 503 `at_capacity`, a typed journal
+ * error other than `backend`, a full or overloaded storage object, a
+ * refusal).
  */
 export function isOutcomeUnknown(error: unknown): boolean {
   const chain = causeChain(error);
   for (const link of chain) {
     const { code, status } = link as { code?: unknown; status?: unknown };
     if (typeof status === "number" && typeof code === "string") {
-      return status === 502 || status === 504 || (status >= 520 && status <= 529) || (status === 500 && !isApiCode(code));
+      // A 500 of any kind, and a storage failure the API reports (`backend`, 500 or 503): the worker's storage
+      // may have committed before the failure reached it (a lost reply between the worker and its Durable Object).
+      return status === 500 || status === 502 || status === 504 || (status >= 520 && status <= 529) || (status === 503 && code === "backend");
     }
   }
   if (error instanceof JournalError) {
-    // The server's own typed answer: rebuilt from the wire, it has no cause (or the wire's marks). A `backend`
-    // error over a network failure, a timeout or an abort (HttpJournal's), or a local engine's failure, does.
+    // A journal error other than `backend` is a typed refusal: nothing stored. A `backend` error may have
+    // committed (a lost reply), unless the wire's marks say a full or overloaded storage object refused it.
     if (error.code !== "backend") return false;
-    const cause = (error as { cause?: unknown }).cause;
-    return cause !== undefined && !isWireCause(cause);
+    return !isWireCause((error as { cause?: unknown }).cause);
   }
   return true;
 }

@@ -50,10 +50,12 @@ function setup(options: { edgeMode?: "billing_grade" | "telemetry_grade" } = {})
   const memoryEdge = createJournal(memoryEngine(), { name: "usage", capacity: BILLING_GRADE, clock: time.clock });
   const edge: UsageJournal = options.edgeMode === undefined ? memoryEdge : withMode(memoryEdge, options.edgeMode);
   const app = createApp({ journals: { usage: { journal: edge, consumers: ["billing"] } }, auth: { tokens: [{ name: "t", token: TOKEN, scopes: ["append:*", "consume"] }] }, clock: time.clock });
-  const state: { broken: (() => Response) | null; dropReply: boolean; calls: number } = { broken: null, dropReply: false, calls: 0 };
+  // `broken` answers an append-batch call while set; returning undefined lets that call through to the worker.
+  const state: { broken: (() => Response | undefined) | null; dropReply: boolean; calls: number } = { broken: null, dropReply: false, calls: 0 };
   const fetch: FetchLike = async (url, init) => {
     if (url.endsWith("/append-batch")) state.calls += 1;
-    if (state.broken !== null && url.endsWith("/append-batch")) return state.broken();
+    const scripted = state.broken !== null && url.endsWith("/append-batch") ? state.broken() : undefined;
+    if (scripted !== undefined) return scripted;
     const response = await app.fetch(new Request(url, init));
     if (state.dropReply && url.endsWith("/append-batch")) {
       state.dropReply = false;
@@ -88,6 +90,25 @@ function setup(options: { edgeMode?: "billing_grade" | "telemetry_grade" } = {})
 
 const html = (status: number, text: string) => () => new Response(`<!doctype html><html><body>${text}</body></html>`, { status, headers: { "content-type": "text/html" } });
 const json = (status: number, code: string) => () => new Response(JSON.stringify({ error: { code, message: `${code} (scripted)`, retryable: false } }), { status, headers: { "content-type": "application/json" } });
+
+describe("forwarder: a storage fault the API reports is an outage, however it comes and goes", () => {
+  it("500 backend on 3 calls of 4: no batch is split and no event is charged, and every event arrives on its first attempt", async () => {
+    const s = setup();
+    const sink = await s.connect();
+    const events: UsageEvent[] = [];
+    for (let i = 0; i < 9; i++) events.push(await s.append(`user-${i}`));
+    let call = 0;
+    const fault = json(500, "backend");
+    s.state.broken = () => (++call % 4 === 0 ? undefined : fault()); // every fourth call reaches the worker
+    const forwarder = s.forwarder(sink);
+    forwarder.start();
+    await s.scheduler.advance(10 * 60_000);
+    await forwarder.stop();
+    const stats = await s.source.stats(consumer);
+    expect({ pending: stats.pending, inFlight: stats.inFlight, quarantined: stats.quarantined }).toEqual({ pending: 0, inFlight: 0, quarantined: 0 });
+    for (const event of events) expect((await s.source.attempts(consumer, event.id)).map((attempt) => attempt.attempt)).toEqual([1]);
+  });
+});
 
 describe("forwarder: a sink that is down or misconfigured is waited out, not charged to the events", () => {
   const cases: [string, () => Response][] = [
@@ -257,7 +278,7 @@ describe("forwarder: one event the sink always fails does not hold the batches b
   for (const [what, answer] of [
     ["a WAF's 500 HTML page", html(500, "blocked")],
     ["a proxy's 400 HTML page", html(400, "blocked")],
-    ["a non-retryable backend error (the API's JSON: a server bug on that event)", json(500, "backend")],
+    ["an internal error (the API's JSON: a server bug on that event)", json(500, "internal")],
   ] as const) {
     it(`${what} on one event: after 3 failures the batch is split, the others go, the poison event is charged until attempts_exhausted`, async () => {
       const s = setup();
@@ -392,7 +413,7 @@ describe("forwarder: possible_duplicate only after a send whose outcome is unkno
     ["404 unknown_journal", json(404, "unknown_journal"), false],
     ["408", html(408, "Request Timeout"), false],
     ["503 at_capacity", atCapacity, false],
-    ["a retryable backend error (the API's JSON)", retryableBackend, false],
+    ["a retryable backend error (the API's JSON: the storage may have committed before its reply was lost)", retryableBackend, true],
     ["502 Bad Gateway", html(502, "Bad Gateway"), true],
     ["504 Gateway Timeout", html(504, "Gateway Timeout"), true],
     ["Cloudflare's 522", html(522, "Connection timed out"), true],
