@@ -243,19 +243,20 @@ export function isUnexplainedAnswer(error: unknown): boolean {
 }
 
 /**
- * Whether the failure is the sink's storage failing, as the API says it: an
- * HTTP answer with the API's code `backend` (a 500 or 503 of the worker whose
- * journal's storage failed), or a journal `BackendError` rebuilt from a
- * partition's wire. Such a failure is an outage, however often it comes back
- * and however it alternates with successes: never a reason to split a batch
- * or to charge an event.
+ * Whether the failure is the sink's storage failing: an HTTP answer with
+ * the API's code `backend` (a 500 or 503 of the worker whose journal's
+ * storage failed), or, with no HTTP answer in it, a journal `BackendError`
+ * (a local sink's engine, or one rebuilt from a partition's wire). Such a
+ * failure is an outage, however often it comes back and however it
+ * alternates with successes: never a reason to split a batch or to charge an
+ * event.
  */
 function isStorageFault(error: unknown): boolean {
   for (const link of causeChain(error)) {
     const { code, status } = link as { code?: unknown; status?: unknown };
     if (typeof status === "number") return code === "backend";
   }
-  return error instanceof JournalError && error.code === "backend" && (error as { cause?: unknown }).cause === undefined;
+  return error instanceof JournalError && error.code === "backend";
 }
 
 /**

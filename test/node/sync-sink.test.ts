@@ -18,7 +18,7 @@
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { HttpJournal, type FetchLike } from "../../src/http/index.js";
-import { BILLING_GRADE, createJournal, createUsageEvent, InvalidArgumentError, newRequestId, parseConsumerId, type Capacity, type UsageEvent, type UsageJournal } from "../../src/index.js";
+import { BackendError, BILLING_GRADE, createJournal, createUsageEvent, InvalidArgumentError, newRequestId, parseConsumerId, type Capacity, type UsageEvent, type UsageJournal } from "../../src/index.js";
 import { createForwarder, PossibleDuplicateError, type ForwarderFailure, type ForwarderOptions } from "../../src/sync/index.js";
 import { virtualClock, virtualScheduler } from "../../src/testing/index.js";
 import { createApp } from "../../src/worker/index.js";
@@ -92,6 +92,32 @@ const html = (status: number, text: string) => () => new Response(`<!doctype htm
 const json = (status: number, code: string) => () => new Response(JSON.stringify({ error: { code, message: `${code} (scripted)`, retryable: false } }), { status, headers: { "content-type": "application/json" } });
 
 describe("forwarder: a storage fault the API reports is an outage, however it comes and goes", () => {
+  it("a local sink's storage failing (a non-retryable BackendError) on 3 calls of 4: no event is charged either", async () => {
+    const s = setup();
+    const events: UsageEvent[] = [];
+    for (let i = 0; i < 9; i++) events.push(await s.append(`user-${i}`));
+    let call = 0;
+    const sink = new Proxy(s.edge, {
+      get(target, property) {
+        if (property === "appendBatch") {
+          return (batch: readonly UsageEvent[]) => {
+            if (++call % 4 !== 0) return Promise.reject(new BackendError("the engine failed", { retryable: false, cause: new Error("disk I/O error") }));
+            return target.appendBatch(batch);
+          };
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const forwarder = createForwarder({ source: s.source, consumer, sink, batchSize: 3, leaseMs: 10_000, backoff: { initialMs: 1_000, maxMs: MAX_BACKOFF_MS, jitter: 0 }, clock: s.time.clock, scheduler: s.scheduler, pollIntervalMs: 60_000 });
+    forwarder.start();
+    await s.scheduler.advance(10 * 60_000);
+    await forwarder.stop();
+    const stats = await s.source.stats(consumer);
+    expect({ pending: stats.pending, inFlight: stats.inFlight, quarantined: stats.quarantined }).toEqual({ pending: 0, inFlight: 0, quarantined: 0 });
+    for (const event of events) expect((await s.source.attempts(consumer, event.id)).map((attempt) => attempt.attempt)).toEqual([1]);
+  });
+
   it("500 backend on 3 calls of 4: no batch is split and no event is charged, and every event arrives on its first attempt", async () => {
     const s = setup();
     const sink = await s.connect();
