@@ -6,12 +6,17 @@
  *    array per ordering key: the least code that gives the same deliveries:
  *    at most one in flight per key, oldest position first). Same events, same
  *    run; the figure is the ratio of events per second.
+ *    Beside both, the journal's storage floor: the engine transactions the
+ *    journal ran (recorded in an untimed run) replayed on a fresh memory
+ *    engine with no journal code, each read awaited as the journal awaits it.
+ *    It splits the journal's time into the engine's share and the core's.
  * 2. Claim cost as the backlog grows: the time of one `claim 100 + ack 100`
  *    cycle over 1,000 and over 100,000 pending events spread over 1,000
  *    ordering keys (the backlog is topped up, untimed, after every cycle).
  */
 import { memoryEngine } from "../adapters/memory/index.js";
 import { createJournal, createUsageEvent, newRequestId, parseConsumerId, type UsageEvent } from "../src/index.js";
+import { compareKeys, type Engine, type EngineTransaction, type Key, type KeyRange, type ScanOptions, type TransactOptions, type TransactionMode } from "../src/engine.js";
 
 const consumer = parseConsumerId("billing");
 const capacity = { maxEvents: 10_000_000, maxDeliveryAttempts: 8, retainAcknowledgedMs: 86_400_000, policy: "refuse" } as const;
@@ -63,11 +68,121 @@ class BareJournal {
   }
 }
 
+/** One engine call of a recorded transaction. */
+type Call =
+  | { readonly op: "get"; readonly key: Key }
+  | { readonly op: "put"; readonly key: Key; readonly value: unknown }
+  | { readonly op: "delete"; readonly key: Key }
+  | { readonly op: "scan"; readonly range: KeyRange; readonly options: ScanOptions | undefined }
+  | { readonly op: "deleteRange"; readonly range: KeyRange };
+
+/** One committed transaction of a recorded run: its mode, options and calls in order. */
+interface Recorded {
+  readonly mode: TransactionMode;
+  readonly options: TransactOptions | undefined;
+  readonly calls: Call[];
+}
+
+/**
+ * `inner`, recording every committed transaction's calls (keys and values by
+ * reference: the journal never changes them after the call). A transaction
+ * that rolled back is not recorded: the journal's pipeline has none.
+ */
+function recording(inner: Engine, log: (Recorded | undefined)[]): Engine {
+  return {
+    durable: inner.durable,
+    ...(inner.localReads === undefined ? {} : { localReads: inner.localReads }),
+    close: () => inner.close(),
+    async transact<T>(mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, options?: TransactOptions): Promise<T> {
+      const calls: Call[] = [];
+      const result = await inner.transact(
+        mode,
+        (tx) =>
+          fn({
+            get: <V>(key: Key) => (calls.push({ op: "get", key }), tx.get<V>(key)),
+            put: (key, value) => (calls.push({ op: "put", key, value }), tx.put(key, value)),
+            delete: (key) => (calls.push({ op: "delete", key }), tx.delete(key)),
+            scan: <V>(range: KeyRange, scanOptions?: ScanOptions) => (calls.push({ op: "scan", range, options: scanOptions }), tx.scan<V>(range, scanOptions)),
+            ...(tx.deleteRange ? { deleteRange: (range: KeyRange) => (calls.push({ op: "deleteRange", range }), tx.deleteRange!(range)) } : {}),
+          }),
+        options,
+      );
+      log.push({ mode, options, calls });
+      return result;
+    },
+  };
+}
+
+/**
+ * Run the recorded transactions again on `engine`, in order, awaiting each
+ * read. Empties `log` as it goes, so that the calls it no longer needs do not
+ * stay in memory (the journal's own run keeps nothing of the sort).
+ */
+async function replay(engine: Engine, log: (Recorded | undefined)[]): Promise<void> {
+  for (let i = 0; i < log.length; i++) {
+    const { mode, options, calls } = log[i]!;
+    log[i] = undefined;
+    await engine.transact(
+      mode,
+      async (tx) => {
+        for (const call of calls) {
+          switch (call.op) {
+            case "get":
+              await tx.get(call.key);
+              break;
+            case "put":
+              tx.put(call.key, call.value);
+              break;
+            case "delete":
+              tx.delete(call.key);
+              break;
+            case "scan":
+              await tx.scan(call.range, call.options);
+              break;
+            case "deleteRange":
+              tx.deleteRange!(call.range);
+              break;
+          }
+        }
+      },
+      options,
+    );
+  }
+}
+
+/** Throw unless both engines hold the same keys with the same values (the replay rebuilt the journal's data). */
+async function assertSameData(a: Engine, b: Engine): Promise<void> {
+  const all = (engine: Engine) => engine.transact("readonly", (tx) => tx.scan({}));
+  const [left, right] = [await all(a), await all(b)];
+  const same = left.length === right.length && left.every((entry, i) => compareKeys(entry.key, right[i]!.key) === 0 && entry.value === right[i]!.value);
+  if (!same) throw new Error(`the replay did not rebuild the journal's data (${left.length} entries recorded, ${right.length} replayed)`);
+}
+
+/** The journal's pipeline: append every event one by one, then claim 100 and ack each until drained. */
+async function journalPipeline(engine: Engine, events: readonly UsageEvent[]): Promise<void> {
+  let now = 1_700_000_000_000;
+  const journal = createJournal(engine, { name: "bench", capacity, clock: () => now });
+  for (const event of events) await journal.append(event);
+  let drained = 0;
+  while (drained < events.length) {
+    now += 1;
+    const batch = await journal.claim(consumer, { maxEvents: 100, leaseMs: 30_000, now });
+    for (const delivery of batch) await journal.ack(delivery.id);
+    drained += batch.length;
+  }
+}
+
 export interface PipelineResult {
   events: number;
   journalPerSecond: number;
   baselinePerSecond: number;
   ratio: number;
+  /** The journal's engine transactions replayed alone (see the module comment). */
+  replayPerSecond: number;
+  /** Engine calls per event in the journal's run. */
+  callsPerEvent: number;
+  /** Transactions per event in the journal's run. */
+  transactionsPerEvent: number;
 }
 
 export async function pipeline(count: number, keys: number): Promise<PipelineResult> {
@@ -84,21 +199,30 @@ export async function pipeline(count: number, keys: number): Promise<PipelineRes
   }
   const baselineMs = performance.now() - t0;
   // Journal.
-  let now = 1_700_000_000_000;
-  const journal = createJournal(memoryEngine(), { name: "bench", capacity, clock: () => now });
   t0 = performance.now();
-  for (const event of events) await journal.append(event);
-  drained = 0;
-  while (drained < count) {
-    now += 1;
-    const batch = await journal.claim(consumer, { maxEvents: 100, leaseMs: 30_000, now });
-    for (const delivery of batch) await journal.ack(delivery.id);
-    drained += batch.length;
-  }
+  await journalPipeline(memoryEngine(), events);
   const journalMs = performance.now() - t0;
-  const journalPerSecond = (count / journalMs) * 1000;
-  const baselinePerSecond = (count / baselineMs) * 1000;
-  return { events: count, journalPerSecond, baselinePerSecond, ratio: journalPerSecond / baselinePerSecond };
+  // The same run recorded (untimed), then its transactions replayed alone.
+  const log: (Recorded | undefined)[] = [];
+  const recorded = memoryEngine();
+  await journalPipeline(recording(recorded, log), events);
+  const calls = log.reduce((sum, tx) => sum + tx!.calls.length, 0);
+  const transactions = log.length;
+  const target = memoryEngine();
+  t0 = performance.now();
+  await replay(target, log);
+  const replayMs = performance.now() - t0;
+  await assertSameData(recorded, target);
+  const perSecond = (ms: number) => (count / ms) * 1000;
+  return {
+    events: count,
+    journalPerSecond: perSecond(journalMs),
+    baselinePerSecond: perSecond(baselineMs),
+    ratio: baselineMs / journalMs,
+    replayPerSecond: perSecond(replayMs),
+    callsPerEvent: calls / count,
+    transactionsPerEvent: transactions / count,
+  };
 }
 
 export interface ClaimCostResult {

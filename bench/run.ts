@@ -46,11 +46,16 @@ async function main(): Promise<void> {
     "",
     `### Pipeline: append ${fmt(pipelineEvents)} events one by one, then claim 100 + ack each until drained (1,000 ordering keys)`,
     "",
-    "| run | journal events/s | bare baseline events/s | ratio |",
-    "| --- | ---: | ---: | ---: |",
-    ...runs.map((r, i) => `| ${i + 1} | ${fmt(r.journalPerSecond)} | ${fmt(r.baselinePerSecond)} | ${fmt(r.ratio, 3)} |`),
+    "| run | journal events/s | bare baseline events/s | ratio | engine alone events/s (journal's transactions replayed) | engine alone / baseline | journal / engine alone |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ...runs.map(
+      (r, i) =>
+        `| ${i + 1} | ${fmt(r.journalPerSecond)} | ${fmt(r.baselinePerSecond)} | ${fmt(r.ratio, 3)} | ${fmt(r.replayPerSecond)} | ${fmt(r.replayPerSecond / r.baselinePerSecond, 3)} | ${fmt(r.journalPerSecond / r.replayPerSecond, 2)} |`,
+    ),
     "",
     `Median ratio ${fmt(median, 3)} (best ${fmt(best.ratio, 3)}); target: at least 0.25 (${median >= 0.25 ? "met" : "NOT met"}). The baseline is a Map for dedup and an array per ordering key (bench/journal-memory.ts), with no durability, no transactions, no retention, no attempts.`,
+    "",
+    `Engine alone: the engine transactions the journal ran (${fmt(runs[0]!.transactionsPerEvent, 2)} per event, ${fmt(runs[0]!.callsPerEvent, 1)} engine calls per event), recorded in an untimed run and replayed on a fresh memory engine with no journal code, each read awaited as the journal awaits it; the replay is checked to rebuild the journal's data. It is the most the journal could reach over this engine and this layout if its own code cost nothing: its ratio to the baseline bounds the journal's. "journal / engine alone" is the share of the journal's time the engine takes.`,
     "",
   );
 
