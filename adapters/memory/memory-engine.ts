@@ -61,7 +61,8 @@ import {
   type ScanOptions,
   type TransactionMode,
 } from "../../src/engine.js";
-import { ABSENT, OrderedTrie, scanBounds, type TrieNode } from "./ordered-trie.js";
+import { scanBounds } from "../../src/ordered/scan-bounds.js";
+import { ABSENT, OrderedTrie, type TrieNode } from "./ordered-trie.js";
 
 /** Options of the {@link MemoryEngine} constructor (internal, for tests). */
 export interface MemoryEngineInternals {

@@ -2,12 +2,13 @@
  * Tests of the order-preserving key encoding (the IndexedDB engine's): that JavaScript string order on
  * encodings is exactly `compareKeys` order, that prefixes map to string
  * prefixes and to the `[enc(p), prefixUpperBound(enc(p)))` interval, and that
- * encodings stay one-byte strings.
+ * encodings stay one-byte strings; and that a range's encoded interval holds
+ * exactly the encodings of the keys the range accepts.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { compareKeys, hasPrefix, type Key } from "../engine.js";
-import { decodeKey, encodeKey, encodeKeyPart, prefixUpperBound } from "./key-encoding.js";
+import { compareKeys, hasPrefix, inRange, type Key, type KeyRange } from "../engine.js";
+import { decodeKey, encodedInterval, encodeKey, encodeKeyPart, prefixUpperBound } from "./key-encoding.js";
 
 const RUNS = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env.SOAK === "1" ? 5_000 : 200;
 
@@ -211,5 +212,27 @@ describe("key encoding", () => {
   it("concatenates element encodings", () => {
     const k: Key = ["a", 1, "\u0000\uffff", -2.5];
     expect(encodeKey(k)).toBe(k.map(encodeKeyPart).join(""));
+  });
+
+  it("holds in a range's encoded interval exactly the encodings of the keys the range accepts (property)", () => {
+    // Keys drawn from a few elements, so that bounds, prefixes and keys often share elements and tie.
+    const part = fc.constantFrom<string | number>(-1, 0, 1, 2.5, "", "a", "ab", "\u0000");
+    const near = fc.array(part, { minLength: 1, maxLength: 3 });
+    const range: fc.Arbitrary<KeyRange> = fc.record(
+      { prefix: fc.array(part, { maxLength: 2 }), lower: near, lowerOpen: fc.boolean(), upper: near, upperOpen: fc.boolean() },
+      { requiredKeys: [] },
+    );
+    fc.assert(
+      fc.property(range, fc.array(near, { minLength: 1, maxLength: 12 }), (r, keys) => {
+        const iv = encodedInterval(r);
+        for (const k of keys) {
+          const enc = encodeKey(k);
+          const aboveLower = iv.lower === undefined || enc > iv.lower || (enc === iv.lower && !iv.lowerOpen);
+          const belowUpper = iv.upper === undefined || enc < iv.upper || (enc === iv.upper && !iv.upperOpen);
+          expect(aboveLower && belowUpper).toBe(inRange(k, r));
+        }
+      }),
+      { numRuns: RUNS * 5 },
+    );
   });
 });

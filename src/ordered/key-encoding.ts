@@ -48,7 +48,8 @@
  * needs a schema migration of that engine.
  */
 
-import { assertValidKey, type Key, type KeyPart, type KeyRange } from "../engine.js";
+import type { Key, KeyPart, KeyRange } from "../engine.js";
+import { scanBounds, Upper } from "./scan-bounds.js";
 
 /** Tag of a number element; below {@link STRING_TAG} because numbers sort first. */
 const NUMBER_TAG = 0x01;
@@ -287,45 +288,20 @@ export interface EncodedInterval {
 }
 
 /**
- * `range` as one interval of key encodings: `prefix`, `lower` and `upper`
- * intersected (a tighter bound wins; on a tie, the open one), so a walk
- * visits exactly the keys `inRange` accepts. An empty prefix means every key,
- * and an absent (or falsy) bound is unbounded. Throws `InvalidKeyError` for
- * an invalid bound.
+ * `range` as one interval of key encodings: its {@link scanBounds} (`prefix`,
+ * `lower` and `upper` intersected), encoded, so a walk visits exactly the
+ * keys `inRange` accepts. An empty prefix means every key, and an absent (or
+ * falsy) bound is unbounded. Throws `InvalidKeyError` for an invalid bound.
  */
 export function encodedInterval(range: KeyRange): EncodedInterval {
-  let lower: string | undefined;
-  let lowerOpen = false;
-  let upper: string | undefined;
-  let upperOpen = false;
-  if (range.prefix) {
-    const prefix = range.prefix;
-    if (!(Array.isArray(prefix) && prefix.length === 0)) {
-      assertValidKey(prefix);
-      lower = encodeKey(prefix);
-      upper = prefixUpperBound(lower);
-      upperOpen = true;
-    }
-  }
-  if (range.lower) {
-    assertValidKey(range.lower);
-    const enc = encodeKey(range.lower);
-    const open = range.lowerOpen === true;
-    if (lower === undefined || enc > lower || (enc === lower && open)) {
-      lower = enc;
-      lowerOpen = open;
-    }
-  }
-  if (range.upper) {
-    // (A tie with the prefix's bound cannot happen: that bound is never a
-    // key encoding. The tie rule is kept so the intersection stays exact.)
-    assertValidKey(range.upper);
-    const enc = encodeKey(range.upper);
-    const open = range.upperOpen === true;
-    if (upper === undefined || enc < upper || (enc === upper && open)) {
-      upper = enc;
-      upperOpen = open;
-    }
-  }
-  return { lower, lowerOpen, upper, upperOpen };
+  const { lower, lowerOpen, upper, upperMode } = scanBounds(range);
+  if (upper === undefined) return { lower: lower && encodeKey(lower), lowerOpen, upper: undefined, upperOpen: false };
+  const upperEnc = encodeKey(upper);
+  return {
+    lower: lower && encodeKey(lower),
+    lowerOpen,
+    // Every key that starts with a prefix encodes below this bound (see the module comment).
+    upper: upperMode === Upper.Prefix ? prefixUpperBound(upperEnc) : upperEnc,
+    upperOpen: upperMode !== Upper.Closed,
+  };
 }
