@@ -43,7 +43,14 @@ export function formatDeliveryId(delivery: DeliveryId): string {
  */
 export class AtCapacityError extends JournalError {
   declare readonly code: "at_capacity";
-  /** Events the journal is retaining. */
+  /**
+   * Events the journal is retaining, all of them undelivered (the spec's
+   * count: delivered events are given up first). A refused append changes
+   * nothing, so when the journal holds more than `capacity.maxEvents` (data
+   * written under a larger limit) and some stored events are delivered, this
+   * is the count they would have left, below what `stats` shows (see
+   * docs/journal-semantics.md, `append`).
+   */
   readonly pending: number;
   readonly capacity: Capacity;
   constructor(pending: number, capacity: Capacity) {
