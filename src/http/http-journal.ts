@@ -14,13 +14,24 @@
  *   whose `cause` is an {@link HttpError} of code `invalid_answer`; it is never
  *   taken for a result (an `append` answered `{}` must not pass for journaled).
  * - Retries: a call is repeated (exponential backoff with jitter, up to
- *   `retry.attempts` tries) when the server said it did nothing and may
- *   succeed later (a retryable `backend` 503, 429), and, for calls that are
- *   idempotent (append, appendBatch, ack, quarantine, prune and every read),
- *   also when the request may or may not have arrived (a network failure, a
- *   gateway's 502/504). Appends are idempotent on their request id, so a
- *   retried append never journals twice. `at_capacity` is not retried: it is
- *   the journal's answer, and the caller decides what to do with it.
+ *   `retry.attempts` tries) only after a failure that may pass (a 429, a
+ *   gateway's 502, 503 or 504, a retryable journal `backend` 503, a network
+ *   failure or timeout), and then only when repeating it cannot do its work
+ *   twice. Calls that are idempotent (append, appendBatch, ack, quarantine,
+ *   prune and every read) are repeated after any of them: appends are
+ *   idempotent on their request id, so a retried append never journals twice.
+ *   The others (claim, extend, nack, release, discard) are repeated only when
+ *   the answer says nothing was committed: a 429, or a journal `backend` 503
+ *   whose error carries the marks of a full or overloaded storage object
+ *   (`cause`, see docs/http-api.md), which the server sets only for a
+ *   refusal before any commit. Any other failure may have come after the
+ *   commit (a lost reply between the worker and its Durable Object is a
+ *   retryable `backend` 503 too; a gateway may have passed the request on),
+ *   so it is not repeated: a repeated claim would lease more events while
+ *   the first claim's leases hold its events and burn their attempts, and a
+ *   repeated release would fail as not quarantined after releasing.
+ *   `at_capacity` is not retried: it is the journal's answer, and the caller
+ *   decides what to do with it.
  * - Bounds: each try is aborted after `timeoutMs` (default 30 s), from the
  *   request to the last byte of the answer, and fails as a network failure
  *   would (the outcome is unknown, so only idempotent calls retry it).
@@ -38,6 +49,7 @@
  *   over the body cap the same way, into requests sent one after another
  *   (see {@link HttpJournal.appendBatch}).
  */
+import { waitOutMarks } from "../cause-chain.js";
 import {
   checkAckBatch,
   checkAttempts,
@@ -675,6 +687,12 @@ export class HttpJournal implements UsageJournal {
     return this.send({ method: "GET", path: `/audit?${query.toString()}`, idempotent: true, read: answer<AuditPage>(isPageOf(isAuditEntry)) });
   }
 
+  /**
+   * Prune (see `UsageJournal.prune`). The server prunes at the earlier of
+   * `now` and its own clock: pruning forgets request ids, so a client whose
+   * clock runs ahead of the server's does not forget them before their
+   * window has passed by the server's clock.
+   */
   async prune(options: PruneOptions): Promise<{ pruned: number }> {
     const args = checkPrune(options);
     const read = answer(fields({ pruned: isNatural }), (body: { pruned: number }) => ({ pruned: body.pruned }));
@@ -835,10 +853,23 @@ function errorFromAnswer(status: number, body: unknown): JournalError {
 /** Whether a failed try may be repeated (see the module comment). */
 function retryableFailure(error: unknown, idempotent: boolean): boolean {
   if (!(error instanceof JournalError) || !error.retryable || error.code !== "backend") return false;
+  return idempotent || refusedBeforeCommit(error);
+}
+
+/**
+ * Whether a retryable `backend` failure says the server committed nothing, so
+ * that even a call that is not idempotent may be repeated: a 429 (a rate
+ * limit refuses the request before it is served), or a journal `backend`
+ * error carrying the marks of a full or overloaded storage object (the
+ * worker's 503 for a refusal before any commit, `cause` in its body). Not a
+ * network failure or timeout (the request may have been served), not a
+ * gateway's 502, 503 or 504 (it may have passed the request on), and not a
+ * journal `backend` error without those marks: a lost reply between the
+ * worker and its Durable Object is one, and it may come after the commit.
+ */
+function refusedBeforeCommit(error: JournalError): boolean {
   const cause = error.cause;
-  // The outcome is unknown: the request may have been acted on.
-  if (cause instanceof NetworkFailure || cause instanceof TimeoutFailure) return idempotent;
-  if (cause instanceof HttpError) return cause.status === 429 || cause.status === 503 || idempotent;
-  // A journal `backend` error the server reported as retryable: its transaction did not commit.
-  return true;
+  if (cause instanceof HttpError) return cause.status === 429;
+  if (cause instanceof NetworkFailure || cause instanceof TimeoutFailure) return false;
+  return waitOutMarks(error) !== undefined;
 }

@@ -1,14 +1,17 @@
 /**
  * Errors of the HTTP API and the one place their codes become statuses.
  *
- * Every failed call answers `{ error: { code, message, retryable, name?, fields? } }`.
+ * Every failed call answers `{ error: { code, message, retryable, name?, fields?, cause? } }`.
  * A journal error keeps its code, class name and spec fields (the wire form
  * of `src/journal/wire.ts`), so `HttpJournal` rebuilds the same typed error;
+ * a journal `backend` error whose storage object is full or overloaded also
+ * keeps those marks as `cause` (see {@link ErrorBody}), the one sign a client
+ * has that the call was refused before anything committed;
  * errors of the HTTP layer itself (auth, routing, body) are {@link ApiError}s.
  * A storage error (the store routes) keeps its code, class name and spec
  * fields the same way (`./stores.ts`), so a client rebuilds the same class.
  */
-import { waitOutMarks } from "../cause-chain.js";
+import { waitOutMarks, type WaitOutMarks } from "../cause-chain.js";
 import { JournalError, type JournalErrorCode } from "../journal/errors.js";
 import { encodeError } from "../journal/wire.js";
 import { StorageError } from "../storage/errors.js";
@@ -130,6 +133,14 @@ export interface ErrorBody {
     readonly retryable: boolean;
     readonly name?: string;
     readonly fields?: Record<string, unknown>;
+    /**
+     * A journal `backend` error's {@link WaitOutMarks} (`code: "storage_full"`,
+     * `overloaded: true`), only when its storage object is full or overloaded:
+     * the call was refused before anything committed, so a client may repeat
+     * even a call that is not idempotent (`HttpJournal` does). Nothing else of
+     * the cause is ever answered.
+     */
+    readonly cause?: WaitOutMarks;
   };
 }
 
@@ -210,7 +221,8 @@ function typedAnswer(error: unknown): { status: number; headers: Record<string, 
     // A backend failure that will not go away by itself is a 500; anything retryable is a 503 with Retry-After.
     const status = error.code === "backend" && !retryable ? 500 : STATUS_OF[error.code];
     const headers: Record<string, string> = status === 503 ? { "retry-after": String(RETRY_AFTER_SECONDS) } : {};
-    return { status, headers, body: { error: { code: wire.code, message: wire.message, retryable, name: wire.name, fields: wire.fields } } };
+    const marks = wire.cause === undefined ? {} : { cause: wire.cause };
+    return { status, headers, body: { error: { code: wire.code, message: wire.message, retryable, name: wire.name, fields: wire.fields, ...marks } } };
   }
   if (error instanceof StorageError) {
     const wire = encodeStorageError(error);

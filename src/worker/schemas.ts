@@ -105,6 +105,9 @@ const AckDeliverySchema = z
 /** Why an event was set aside. */
 export const PoisonReasonSchema = z.enum(["malformed", "rejected", "attempts_exhausted"]).openapi("PoisonReason");
 
+/** What a journal `backend` error's causes say waiting out fixes (`src/cause-chain.ts` `WaitOutMarks`). */
+const WaitOutMarksSchema = z.object({ code: z.literal("storage_full").optional(), overloaded: z.literal(true).optional() });
+
 /** The error body of every failed call. */
 export const ErrorSchema = z
   .object({
@@ -114,6 +117,10 @@ export const ErrorSchema = z
       retryable: z.boolean(),
       name: z.string().optional().openapi({ description: "the journal error's class, when it is one" }),
       fields: z.record(z.string(), z.unknown()).optional().openapi({ description: "the journal error's spec fields" }),
+      cause: WaitOutMarksSchema.optional().openapi({
+        description:
+          "a journal `backend` error's storage object is full or overloaded (only then present): the call was refused before anything committed, and waiting out fixes it, so even a call that is not idempotent may be repeated",
+      }),
     }),
   })
   .openapi("Error");
@@ -126,10 +133,7 @@ export const WireErrorSchema = z
     message: z.string(),
     retryable: z.boolean(),
     fields: z.record(z.string(), z.unknown()),
-    cause: z
-      .object({ code: z.literal("storage_full").optional(), overloaded: z.literal(true).optional() })
-      .optional()
-      .openapi({ description: "a backend error's storage object is full or overloaded: waiting out fixes it (only then present)" }),
+    cause: WaitOutMarksSchema.optional().openapi({ description: "a backend error's storage object is full or overloaded: waiting out fixes it (only then present)" }),
   })
   .openapi("JournalError");
 

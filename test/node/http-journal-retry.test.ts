@@ -2,7 +2,8 @@
  * `HttpJournal`'s failure handling, call by call, against a scripted fake
  * fetch (every other suite runs it with `retry: { attempts: 1 }`): which
  * failures are retried for idempotent calls (`stats`, `appendBatch`) and for
- * `claim`, which is not idempotent, how many requests each costs, and the
+ * `claim`, which is not idempotent (only what says nothing committed: a 429,
+ * a full or overloaded storage object's 503), how many requests each costs, and the
  * typed error the caller gets (class, code, retryable, cause). Then the
  * bounds of a call: the per-try `timeoutMs`, and the caller's `signal` on
  * `appendBatch`, which stops everything, a wait between tries included.
@@ -129,10 +130,7 @@ function expectUnknownOutcome(error: JournalError, causeName: "NetworkFailure" |
 }
 
 describe("HttpJournal retries: answers the server did not act on", () => {
-  const passing = [
-    { label: "503 from a proxy", answer: { status: 503 }, status: 503 },
-    { label: "429", answer: { status: 429, body: { error: { code: "rate_limited", message: "slow down" } } }, status: 429, code: "rate_limited" },
-  ];
+  const passing = [{ label: "429", answer: { status: 429, body: { error: { code: "rate_limited", message: "slow down" } } }, status: 429, code: "rate_limited" }];
   for (const { label, answer, status, code } of passing) {
     for (const [name, call] of Object.entries(calls)) {
       it(`${label}: ${name} is tried ${ATTEMPTS} times, with backoff, then fails retryable`, async () => {
@@ -145,13 +143,16 @@ describe("HttpJournal retries: answers the server did not act on", () => {
     }
   }
 
-  it("a journal `backend` answer marked retryable (its transaction did not commit) is retried, claim included", async () => {
-    for (const call of Object.values(calls)) {
-      const fake = scripted({ status: 503, body: { error: { code: "backend", message: "storage busy", retryable: true } } });
-      const error = await rejection(call(client(fake).journal));
-      expect(error).toBeInstanceOf(BackendError);
-      expect(error).toMatchObject({ code: "backend", retryable: true, message: "storage busy" });
-      expect(fake.calls).toHaveLength(ATTEMPTS);
+  it("a journal `backend` 503 with the marks of a full or overloaded storage object (refused before any commit) is retried, claim included", async () => {
+    for (const cause of [{ code: "storage_full" }, { overloaded: true }]) {
+      for (const [name, call] of Object.entries(calls)) {
+        const fake = scripted({ status: 503, body: { error: { code: "backend", name: "BackendError", message: "storage full", retryable: true, fields: {}, cause } } });
+        const error = await rejection(call(client(fake).journal));
+        expect(error).toBeInstanceOf(BackendError);
+        expect(error).toMatchObject({ code: "backend", retryable: true, message: "storage full" });
+        expect(error.cause, name).toMatchObject(cause);
+        expect(fake.calls, name).toHaveLength(ATTEMPTS);
+      }
     }
   });
 
@@ -167,6 +168,7 @@ describe("HttpJournal retries: answers the server did not act on", () => {
 describe("HttpJournal retries: outcomes unknown (idempotent calls only)", () => {
   const gateway = [
     { label: "502 from a gateway (an HTML body)", answer: { status: 502, body: "<html>Bad Gateway</html>" }, status: 502 },
+    { label: "503 from a proxy", answer: { status: 503 }, status: 503 },
     { label: "504 from a gateway", answer: { status: 504 }, status: 504 },
   ];
   for (const { label, answer, status } of gateway) {
@@ -198,6 +200,16 @@ describe("HttpJournal retries: outcomes unknown (idempotent calls only)", () => 
       }
     });
   }
+
+  it("a journal `backend` 503 marked retryable without the marks (it may follow the commit: a lost reply from the Durable Object): retried for stats and appendBatch, not for claim", async () => {
+    for (const [name, call] of Object.entries(calls)) {
+      const fake = scripted({ status: 503, body: { error: { code: "backend", message: "storage busy", retryable: true } } });
+      const error = await rejection(call(client(fake).journal));
+      expect(error).toBeInstanceOf(BackendError);
+      expect(error).toMatchObject({ code: "backend", retryable: true, message: "storage busy" });
+      expect(fake.calls, name).toHaveLength(name === "claim" ? 1 : ATTEMPTS);
+    }
+  });
 
   it("a body that broke off once, then a whole answer: the retried appendBatch succeeds", async () => {
     const fake = scripted({ status: 200, bodyThrows: new TypeError("terminated") }, accepted);
