@@ -919,7 +919,8 @@ export class PartitionedJournal implements UsageJournal {
       return deliveries;
     }
     await this.ready();
-    await this.registerEverywhere(id, claimNow);
+    // Registering prunes, and pruning forgets request ids: never at a claimer's clock that runs ahead of ours.
+    await this.registerEverywhere(id, Math.min(claimNow, now));
     const start = this.learned.rotations.get(id) ?? 0;
     this.learned.rotations.set(id, (start + 1) % this.partitions);
     const got: Delivery[][] = this.all().map(() => []);

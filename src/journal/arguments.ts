@@ -5,7 +5,7 @@
  * argument, before it touches storage or the network.
  */
 import { InvalidArgumentError, JournalError } from "./errors.js";
-import { checkDeliveryId, checkInteger, checkText, checkUsageEvent, isRequestId, parseConsumerId } from "./event.js";
+import { checkDeliveryId, checkInteger, checkText, checkUsageEvent, isRequestId, MAX_EPOCH_MS, parseConsumerId } from "./event.js";
 import type {
   ClaimOptions,
   ConsumerId,
@@ -44,9 +44,15 @@ export const MAX_CURSOR_CHARS = 4096;
 /** The reasons an event may be quarantined for. */
 export const POISON_REASONS: readonly PoisonReason[] = Object.freeze(["malformed", "rejected", "attempts_exhausted"]);
 
-/** A clock reading: a non-negative integer of epoch ms. */
+/**
+ * A clock reading: an integer of epoch ms from 0 to {@link MAX_EPOCH_MS}
+ * (8.64e15, the latest time a `Date` holds), so that it plus the longest lease
+ * or delay ({@link MAX_LEASE_MS}) stays a safe integer.
+ *
+ * @throws InvalidArgumentError naming `argument`, with the range.
+ */
 export function checkNow(argument: string, now: unknown): number {
-  return checkInteger(argument, now, 0);
+  return checkInteger(argument, now, 0, MAX_EPOCH_MS);
 }
 
 /** A request id given as an argument (not inside an event). */

@@ -20,6 +20,15 @@ export const MAX_ORDERING_PART_LENGTH = 256;
 export const MAX_RECORD_DATA_CHARS = 64 * 1024;
 /** The deepest nesting of record `data`. */
 export const MAX_RECORD_DATA_DEPTH = 32;
+/**
+ * The latest time a journal takes, in epoch ms: 8.64e15 (year 275760), the
+ * last instant a JavaScript `Date` holds. An event's `observedAt` and the
+ * `now` of every call (claim, extend, nack, release, discard, prune) are
+ * integers from 0 to this; past it they are refused like any bad value. So
+ * `now` plus the longest lease or nack delay (12 hours) is still a safe
+ * integer, and every time a journal answers is a valid `Date`.
+ */
+export const MAX_EPOCH_MS = 8_640_000_000_000_000;
 
 /**
  * The spec's conservative default for a billing-grade journal: refuse rather
@@ -183,6 +192,7 @@ function checkOrderingPart(requestId: string, field: string, value: unknown): st
 /** What `createUsageEvent` takes: a record and when it was observed. */
 export interface ObservedRecord {
   readonly record: UsageRecord;
+  /** Epoch ms, an integer from 0 to {@link MAX_EPOCH_MS}. */
   readonly observedAt: number;
 }
 
@@ -193,7 +203,8 @@ export interface ObservedRecord {
  * could detect.
  *
  * @throws InvalidEventError naming the rule broken (`request_id`, `namespace`,
- *   `subject`, `data`, `observed_at`).
+ *   `subject`, `data`, `observed_at`: not an integer from 0 to
+ *   {@link MAX_EPOCH_MS}).
  * @example
  * const event = createUsageEvent({
  *   record: { requestId: newRequestId(), namespace: "acme", subject: "user-1", data: { tokens: 42 } },
@@ -224,8 +235,8 @@ export function createUsageEvent(observed: ObservedRecord): UsageEvent {
     throw new InvalidEventError(requestId, "data", `\`data\` is over ${MAX_RECORD_DATA_CHARS} characters of JSON`);
   }
   const observedAt = observed.observedAt;
-  if (!Number.isSafeInteger(observedAt) || observedAt < 0) {
-    throw new InvalidEventError(requestId, "observed_at", "`observedAt` must be a non-negative integer of epoch milliseconds");
+  if (!Number.isSafeInteger(observedAt) || observedAt < 0 || observedAt > MAX_EPOCH_MS) {
+    throw new InvalidEventError(requestId, "observed_at", `\`observedAt\` must be an integer of epoch milliseconds from 0 to ${MAX_EPOCH_MS} (what a Date holds)`);
   }
   const data = JSON.parse(canonical) as JsonValue;
   return remember(deepFreeze({

@@ -75,7 +75,12 @@ export interface JournalOptions {
   readonly name: string;
   /** Bounds and policy; defaults to {@link BILLING_GRADE}. */
   readonly capacity?: Capacity;
-  /** Wall clock for calls that take no `now` (epoch ms). Defaults to `Date.now`. */
+  /**
+   * Wall clock for calls that take no `now` (epoch ms). Defaults to `Date.now`.
+   * It also bounds a claim's pruning: a claim prunes (and registers a new
+   * consumer) at the earlier of its `now` and this clock, so a claimer whose
+   * clock runs ahead does not forget request ids before their window passed.
+   */
   readonly clock?: () => number;
 }
 
@@ -95,6 +100,8 @@ const GROWS: TransactOptions = { grows: true };
 export const OPPORTUNISTIC_PRUNE_LIMIT = 8;
 /** The largest batch `appendBatch` takes, the longest lease, nack delay or extension (12 hours), and the largest claim. */
 export { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_KEPT_ATTEMPTS, MAX_LEASE_MS } from "./arguments.js";
+/** The latest epoch-ms time a journal takes (`observedAt` and every `now`): 8.64e15, the last a `Date` holds. */
+export { MAX_EPOCH_MS } from "./event.js";
 
 const QUARANTINE_CURSOR = "q1.";
 /** Cursors of newest-first pages: the next page holds positions below this one. */
@@ -311,9 +318,12 @@ class EngineJournal implements UsageJournal {
 
   async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
     const { consumer: id, maxEvents, leaseMs, now } = checkClaim(consumer, options);
+    // Pruning forgets idempotency keys, so it never runs ahead of the journal's clock: a claimer whose
+    // clock is fast (its `now` later than ours) prunes, and registers a consumer, at our clock instead.
+    const pruneAt = Math.min(now, this.clock());
     return this.run("readwrite", async (work) => {
-      await work.prune(now, OPPORTUNISTIC_PRUNE_LIMIT);
-      if (!(await work.isRegistered(id))) await work.register(id, now);
+      await work.prune(pruneAt, OPPORTUNISTIC_PRUNE_LIMIT);
+      if (!(await work.isRegistered(id))) await work.register(id, pruneAt);
       await work.sweep(id, now);
       return work.claim(id, maxEvents, leaseMs, now);
     });

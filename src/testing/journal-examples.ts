@@ -1023,6 +1023,21 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     expectEqual(await journal.append(usage(1, "user-1", t0)), { status: "accepted", position: 2 }, "event 1 was pruned");
   });
 
+  example(
+    "a claim whose now runs ahead of the journal's clock prunes at the clock: an event inside its window by the clock keeps its request id",
+    { retainAcknowledgedMs: 1000 },
+    async ({ journal, time, t0 }) => {
+      await journal.append(usage(1, "user-1", t0));
+      await journal.ack(only(await journal.claim(billing, lease(time)), "claim").id);
+      // A claimer whose clock is 10 s fast: by its now, event 1's window (t0 + 1000) has passed.
+      expectEqual(await journal.claim(billing, { maxEvents: 10, leaseMs: 1000, now: t0 + 10_000 }), [], "nothing to claim");
+      expectEqual(await journal.append(usage(1, "user-1", t0)), { status: "already_present", position: 1 }, "a retried append of event 1 is still known");
+      time.advance(1000);
+      expectEqual(await journal.claim(billing, lease(time)), [], "the clock reached the end of the window: the claim prunes event 1");
+      expectEqual(await journal.append(usage(1, "user-1", t0)), { status: "accepted", position: 2 }, "now a new event");
+    },
+  );
+
   example("pruning forgets the idempotency key", { retainAcknowledgedMs: 0 }, async ({ journal, time, t0 }) => {
     await journal.append(usage(1, "user-1", t0));
     await journal.ack(only(await journal.claim(billing, lease(time)), "claim").id);
@@ -1231,6 +1246,39 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     expectEqual(await journal.prune({ now: t0 }), { pruned: 1 }, "nothing was registered or pruned by a refused call");
     expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null }), "pruned");
   });
+
+  example(
+    "times are epoch ms a Date holds, 0 to 8.64e15: a later observedAt or now is refused like any bad value, and at the bound now + the longest lease is exact",
+    {},
+    async ({ journal, t0 }) => {
+      const LAST = 8_640_000_000_000_000; // new Date(8.64e15) is the last valid Date
+      const LONGEST = 43_200_000;
+      const raw = (requestId: string, observedAt: number) =>
+        ({ id: requestId, orderingKey: { namespace: "acme", subject: "user-1" }, record: { requestId, namespace: "acme", subject: "user-1", data: { tokens: 1 } }, observedAt }) as UsageEvent;
+      for (const late of [LAST + 1, Number.MAX_SAFE_INTEGER]) {
+        await expectRejects(() => journal.append(raw(rid(1), late)), invalidEvent(rid(1), "observed_at"), `observedAt ${late}`);
+        expectEqual(await journal.appendBatch([raw(rid(1), late)]), [{ status: "rejected", error: invalidEvent(rid(1), "observed_at") }], `a batch's observedAt ${late}`);
+      }
+      expectEqual(await journal.append(usage(2, "user-2", LAST)), { status: "accepted", position: 1 }, "observedAt at the bound");
+      for (const late of [LAST + 1, Number.MAX_SAFE_INTEGER]) {
+        await expectRejects(() => journal.claim(billing, { maxEvents: 1, leaseMs: 1, now: late }), invalidArgument("now"), `claim now ${late}`);
+      }
+      const d = only(await journal.claim(billing, { maxEvents: 1, leaseMs: LONGEST, now: LAST }), "claim at the bound");
+      expectEqual(d.leaseExpiresAt, LAST + LONGEST, "the lease of a claim at the bound");
+      await expectRejects(() => journal.extend(d.id, { leaseMs: 1, now: LAST + 1 }), invalidArgument("now"), "extend now past the bound");
+      await expectRejects(() => journal.nack(d.id, { retryAfterMs: 0, error: "x", now: LAST + 1 }), invalidArgument("now"), "nack now past the bound");
+      await expectRejects(() => journal.release(billing, rid(2), { now: LAST + 1 }), invalidArgument("now"), "release now past the bound");
+      await expectRejects(() => journal.discard(billing, rid(2), { now: LAST + 1 }), invalidArgument("now"), "discard now past the bound");
+      await expectRejects(() => journal.prune({ now: LAST + 1 }), invalidArgument("now"), "prune now past the bound");
+      expectEqual(await journal.extend(d.id, { leaseMs: LONGEST, now: LAST }), { leaseExpiresAt: LAST + LONGEST }, "extend at the bound");
+      expectEqual(
+        await journal.attempts(billing, rid(2)),
+        [{ attempt: 1, claimedAt: LAST, leaseExpiresAt: LAST + LONGEST, outcome: null }],
+        "nothing refused changed anything",
+      );
+      expectEqual(await journal.prune({ now: t0 }), { pruned: 0 }, "nothing to prune");
+    },
+  );
 
   // ------------------------------------------------------------ restart
 

@@ -79,6 +79,8 @@ export const AUDIT_CURSOR_PREFIX = "a1.";
 const MAX_BATCH_EVENTS = 1000;
 const MAX_CLAIM_EVENTS = 10_000;
 const MAX_LEASE_MS = 43_200_000;
+/** The latest `now` any call takes (epoch ms): the last instant a `Date` holds (events: `checkUsageEvent`). */
+const MAX_EPOCH_MS = 8_640_000_000_000_000;
 const MAX_NACK_ERROR_CHARS = 2000;
 const MAX_ACTOR_CHARS = 200;
 const MAX_QUERY_CHARS = 200;
@@ -384,14 +386,16 @@ export class JournalOracle implements UsageJournal {
   /** Section "claim(consumer, { maxEvents, leaseMs, now })". */
   async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
     return this.atomically(() => {
-      // 1. Validate; opportunistic prune with `now`; register the consumer if new.
+      // 1. Validate; opportunistic prune at min(`now`, the clock); register the consumer if new.
       const c = parseConsumerId(consumer);
       checkOptionsObject("options", options);
       const maxEvents = checkInteger("maxEvents", options.maxEvents, 1, MAX_CLAIM_EVENTS);
       const leaseMs = checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS);
-      const now = checkInteger("now", options.now, 0);
-      this.pruneEvents(now, OPPORTUNISTIC_PRUNE_LIMIT);
-      this.register(c, now);
+      const now = checkInteger("now", options.now, 0, MAX_EPOCH_MS);
+      // Pruning forgets request ids: a `now` ahead of the clock (a claimer's fast clock) prunes no earlier than the clock.
+      const pruneAt = Math.min(now, this.clock());
+      this.pruneEvents(pruneAt, OPPORTUNISTIC_PRUNE_LIMIT);
+      this.register(c, pruneAt);
 
       // 3. Take the candidate with the smallest position until maxEvents are chosen.
       const chosen: { position: number; delivery: Delivery }[] = [];
@@ -541,7 +545,7 @@ export class JournalOracle implements UsageJournal {
       const d = checkDeliveryId(delivery);
       checkOptionsObject("options", options);
       const leaseMs = checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS);
-      const now = checkInteger("now", options.now, 0);
+      const now = checkInteger("now", options.now, 0, MAX_EPOCH_MS);
       const { latest } = this.currentAttempt(d, now);
       latest.leaseExpiresAt = now + leaseMs;
       return { leaseExpiresAt: latest.leaseExpiresAt };
@@ -557,7 +561,7 @@ export class JournalOracle implements UsageJournal {
       if (typeof options.error !== "string" || options.error.length > MAX_NACK_ERROR_CHARS) {
         throw new InvalidArgumentError("error", `must be a string of at most ${MAX_NACK_ERROR_CHARS} characters`);
       }
-      const now = checkInteger("now", options.now, 0);
+      const now = checkInteger("now", options.now, 0, MAX_EPOCH_MS);
       const { status, latest } = this.currentAttempt(d, now);
       latest.outcome = { kind: "nacked", at: now, error: options.error };
       status.availableAt = now + retryAfterMs;
@@ -608,7 +612,7 @@ export class JournalOracle implements UsageJournal {
     const c = parseConsumerId(consumer);
     if (!isRequestId(requestId)) throw new InvalidArgumentError("requestId", "must be a UUIDv7 request id");
     checkOptionsObject("options", options);
-    const now = checkInteger("now", options.now, 0);
+    const now = checkInteger("now", options.now, 0, MAX_EPOCH_MS);
     const actor = options.actor;
     if (actor !== undefined && (typeof actor !== "string" || actor.length > MAX_ACTOR_CHARS)) {
       throw new InvalidArgumentError("actor", `must be a string of at most ${MAX_ACTOR_CHARS} characters`);
@@ -735,7 +739,7 @@ export class JournalOracle implements UsageJournal {
   async prune(options: PruneOptions): Promise<{ pruned: number }> {
     return this.atomically(() => {
       checkOptionsObject("options", options);
-      const now = checkInteger("now", options.now, 0);
+      const now = checkInteger("now", options.now, 0, MAX_EPOCH_MS);
       const limit = checkLimit(options.limit, MAX_PRUNE_LIMIT, DEFAULT_PRUNE_LIMIT);
       return { pruned: this.pruneEvents(now, limit) };
     });
@@ -805,7 +809,8 @@ export class JournalOracle implements UsageJournal {
   }
 
   /**
-   * A consumer registers by its first claim at `now`: every stored event becomes unfinished for it,
+   * A consumer registers by its first claim, pruning at `now` (the claim's `now`, or the clock when that is
+   * earlier): every stored event becomes unfinished for it,
    * once every event due for pruning at `now` is gone (its backlog does not depend on how far the
    * bounded pruning of earlier calls came).
    */

@@ -60,7 +60,11 @@ export interface AppOptions {
    * gateway in front, or the conformance suite).
    */
   readonly auditActor?: "token" | "caller";
-  /** The server's clock for calls that take `now` and omit it (default `Date.now`). */
+  /**
+   * The server's clock for calls that take `now` and omit it (default
+   * `Date.now`). It also bounds `prune`: the route prunes at the earlier of
+   * the body's `now` and this clock.
+   */
   readonly clock?: () => number;
   /**
    * Answers requests outside `/v1` (the operator UI's static files). The app
@@ -356,10 +360,23 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     401: { description: "missing or wrong token", content: { "application/json": { schema: s.ErrorSchema } } },
     403: { description: "the token lacks the scope", content: { "application/json": { schema: s.ErrorSchema } } },
     404: { description: "unknown journal, or not outstanding / not quarantined", content: { "application/json": { schema: s.ErrorSchema } } },
+    405: { description: "method_not_allowed: the path takes another method", content: { "application/json": { schema: s.ErrorSchema } } },
     409: { description: "conflict, quarantined or already acknowledged", content: { "application/json": { schema: s.ErrorSchema } } },
     413: { description: "body over the cap", content: { "application/json": { schema: s.ErrorSchema } } },
     415: { description: "body not JSON", content: { "application/json": { schema: s.ErrorSchema } } },
+    500: {
+      description: "a backend failure that does not pass by itself, or an internal error (logged; the message names the log entry)",
+      content: { "application/json": { schema: s.ErrorSchema } },
+    },
     503: { description: "at capacity or backend unavailable; see Retry-After", content: { "application/json": { schema: s.ErrorSchema } } },
+  } as const;
+  /** The store routes' answers: the journal routes' ones, and 504 for a mutation whose outcome is unknown. */
+  const storeErrors = {
+    ...errors,
+    504: {
+      description: "ambiguous: a networked store lost a mutation's acknowledgement, so its outcome is unknown (read before retrying)",
+      content: { "application/json": { schema: s.ErrorSchema } },
+    },
   } as const;
   const ok = <T extends z.ZodType>(schema: T, description: string) => ({ 200: { description, content: { "application/json": { schema } } }, ...errors });
   const body = <T extends z.ZodType>(schema: T) => ({ body: { required: true, content: { "application/json": { schema } } } });
@@ -749,7 +766,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     async (c) => {
       const principal = c.get("principal");
       const { journal, consumer } = c.req.valid("param");
-      const { action, dryRun, max = 1000, now, requestIds: confirmed, ...filter } = c.req.valid("json");
+      const { action, dryRun, max = 1000, now, actor, requestIds: confirmed, ...filter } = c.req.valid("json");
       const target = journalOf(c, journal).journal;
       const id = parseConsumerId(consumer);
       // The confirmed ids, when sent, are the selection: the filter is not read again, so nothing that
@@ -762,7 +779,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
         for (const requestId of requestIds) {
           // The journal checks each id (a UUIDv7, quarantined for this consumer) and refuses it alone.
           try {
-            await target[action](id, requestId, { now: at, ...actorOf(principal, undefined) });
+            await target[action](id, requestId, { now: at, ...actorOf(principal, actor) });
             applied += 1;
           } catch (error) {
             // Answered as any error of the API: a server fault is logged with an id and answered without its internals.
@@ -861,6 +878,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       method: "post",
       path: "/v1/journals/{journal}/prune",
       summary: "Forget events every consumer finished with whose window has passed",
+      description:
+        "Prunes at `now`, or at the server's clock when that is earlier (or `now` is absent): a caller's clock that runs ahead never prunes an event, and forgets its request id, before its window has passed by the server's clock. Needs `operate`.",
       security,
       middleware: scope("operate"),
       request: { params: s.JournalParamsSchema, ...body(s.PruneBodySchema) },
@@ -869,11 +888,14 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     async (c) => {
       const { journal } = c.req.valid("param");
       const { now, limit } = c.req.valid("json");
-      return c.json((await journalOf(c, journal).journal.prune({ now: now ?? clock(), ...(limit === undefined ? {} : { limit }) })) as never, 200);
+      // Pruning forgets request ids: a caller whose clock runs ahead must not prune events still inside
+      // their window (a retried append would be journaled twice). Pruning less never loses anything.
+      const at = now === undefined ? clock() : Math.min(now, clock());
+      return c.json((await journalOf(c, journal).journal.prune({ now: at, ...(limit === undefined ? {} : { limit }) })) as never, 200);
     },
   );
 
-  if (options.stores !== undefined) registerStoreRoutes(app, { stores: options.stores, remember, errors, security });
+  if (options.stores !== undefined) registerStoreRoutes(app, { stores: options.stores, remember, errors: storeErrors, security });
 
   if (options.assets) {
     // The UI's files; an unknown API path (a GET under /v1) is the API's 404 or 405, never a page of the UI.

@@ -12,7 +12,7 @@
  * such items too.
  */
 import { z } from "@hono/zod-openapi";
-import { MAX_CONSUMER_ID_LENGTH, MAX_ORDERING_PART_LENGTH } from "../journal/event.js";
+import { MAX_CONSUMER_ID_LENGTH, MAX_EPOCH_MS, MAX_ORDERING_PART_LENGTH } from "../journal/event.js";
 import { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_LEASE_MS } from "../journal/journal.js";
 
 /** Most delivery ids one ack request may carry. */
@@ -29,7 +29,13 @@ export const MAX_ITEM_TEXT = 1024;
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const NAME = /^[a-z0-9_-]+$/;
 
-const epochMs = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+/** A time in epoch ms as the journal takes it: an integer from 0 to `MAX_EPOCH_MS` (8.64e15, the latest a `Date` holds). */
+const epochMs = z
+  .number()
+  .int()
+  .min(0)
+  .max(MAX_EPOCH_MS)
+  .openapi({ description: `epoch milliseconds, an integer from 0 to ${MAX_EPOCH_MS} (the latest time a JavaScript Date holds)` });
 
 /** A UUIDv7 request id in canonical form. */
 export const RequestIdSchema = z.string().max(36).regex(UUID_V7, "a UUIDv7 in lowercase hyphenated form").openapi({ example: "01936f3e-7c1a-7d2b-8c3d-4e5f60718293" });
@@ -74,7 +80,7 @@ const BatchEventSchema = z
         data: JsonSchema,
       })
       .openapi("BatchUsageRecord"),
-    observedAt: itemNumber("epoch milliseconds, a non-negative integer"),
+    observedAt: itemNumber(`epoch milliseconds, an integer from 0 to ${MAX_EPOCH_MS}`),
   })
   .openapi("BatchObservedRecord");
 
@@ -250,9 +256,12 @@ export const QuarantineListQuerySchema = QuarantineFilterSchema.extend({
   order: z.enum(["oldest", "newest"]).optional().openapi({ description: "`newest` lists the newest position first; cursors continue in their own order" }),
 });
 
+/** The `actor` of an operator action. */
+const ActorSchema = z.string().max(200).openapi({ description: "who acts; recorded only when the worker trusts callers to say (`auditActor: \"caller\"`), else the token's name is" });
+
 export const OperatorBodySchema = z.strictObject({
   now: epochMs.optional(),
-  actor: z.string().max(200).optional().openapi({ description: "who acts; recorded only when the worker trusts callers to say (`auditActor: \"caller\"`)" }),
+  actor: ActorSchema.optional(),
 });
 /**
  * The body of the bulk route. A dry run selects by the filter (up to `max`)
@@ -281,6 +290,10 @@ export const BulkBodySchema = z
         description: `the events to act on, as the dry run answered them (at most ${MAX_BULK}): only these are acted on, in this order, and one no longer quarantined for the consumer is reported in \`failed\` (\`not_quarantined\`), never replaced by another. Only with \`dryRun: false\` and without \`query\`, \`reason\`, \`key\`, \`namespace\`, \`subject\` and \`max\``,
       }),
     now: epochMs.optional(),
+    actor: ActorSchema.optional().openapi({
+      description:
+        "who acts, recorded in the audit log for every event acted on, as the single release and discard routes do: only when the worker trusts callers to say (`auditActor: \"caller\"`), else the token's name is. Ignored by a dry run",
+    }),
   })
   .superRefine((body, context) => {
     if (body.requestIds === undefined) return;

@@ -263,11 +263,11 @@ describe("operator routes", () => {
     const dry = await call("POST", "/v1/journals/usage/consumers/billing/quarantined/bulk", { body: { action: "release", dryRun: true, reason: "malformed" } });
     expect(dry.json).toMatchObject({ matched: 3, requestIds: [rid(1), rid(3), rid(5)], applied: 0, more: false });
     expect((await journal.stats(billing)).quarantined).toBe(6);
-    const applied = await call("POST", "/v1/journals/usage/consumers/billing/quarantined/bulk", { body: { action: "release", dryRun: false, reason: "malformed", actor: "mallory" } });
-    expect(applied.status).toBe(400); // `actor` is not a bulk field: the token names the actor
-    const done = await call("POST", "/v1/journals/usage/consumers/billing/quarantined/bulk", { body: { action: "release", dryRun: false, reason: "malformed" } });
+    // The body's `actor` is recorded only with `auditActor: "caller"`: here the token names the actor.
+    const done = await call("POST", "/v1/journals/usage/consumers/billing/quarantined/bulk", { body: { action: "release", dryRun: false, reason: "malformed", actor: "mallory" } });
     expect(done.json).toMatchObject({ matched: 3, applied: 3, failed: [] });
     expect((await journal.stats(billing)).quarantined).toBe(3);
+    expect((await call("GET", `/v1/journals/usage/audit?requestId=${rid(1)}`)).json["items"]).toMatchObject([{ action: "release", requestId: rid(1), actor: "ops" }]);
 
     const discard = await call("POST", `/v1/journals/usage/consumers/billing/quarantined/${rid(2)}/discard`, { body: { actor: "mallory" } });
     expect(discard.status).toBe(200);

@@ -15,6 +15,7 @@ import { describe, it } from "vitest";
 import { PartitionedJournal } from "../../adapters/durable-objects/index.js";
 import { HttpJournal, type FetchLike } from "../../src/http/index.js";
 import { journalConformanceCases, soakRequested } from "../../src/testing/index.js";
+import { MAX_EPOCH_MS } from "../../src/index.js";
 import { createApp } from "../../src/worker/index.js";
 
 const TOKEN = "workers-conformance-token-0123";
@@ -34,6 +35,11 @@ describe("HttpJournal -> app -> partitioned journal (P = 1) in workerd", () => {
         const app = createApp({
           journals: { [options.name]: journal },
           auditActor: "caller",
+          // The server's clock bounds `prune` (it prunes at the earlier of its `now` and this clock). The
+          // suite prunes at times ahead of its own clock to check retention, as a local caller may, so
+          // the server's clock here is later than all of them; a server clock behind the caller's `now`
+          // is checked in test/node/worker-time-audit-openapi.test.ts.
+          clock: () => MAX_EPOCH_MS,
           auth: { tokens: [{ name: "suite", token: TOKEN, scopes: ["append:*", "consume", "operate"] }] },
         });
         const fetch: FetchLike = async (url, init) => app.fetch(new Request(url, init));

@@ -546,6 +546,18 @@ describe("partitioned journal", () => {
     expect(served).toEqual({ billing: [0, 1, 2, 3], warehouse: [0, 1, 2, 3] });
   });
 
+  it("registers a new consumer at the earlier of the claim's now and its own clock: a claimer whose clock runs ahead does not prune away ids still inside their window", async () => {
+    const capacity: Capacity = { ...ROOMY, retainAcknowledgedMs: 1000 };
+    const { journal } = fresh(2, capacity);
+    const events = Array.from({ length: 12 }, (_, i) => usage(i + 1, `user-${i}`));
+    await journal.appendBatch(events);
+    for (const delivery of await journal.claim(billing, { maxEvents: 20, leaseMs: 1000, now: T0 })) await journal.ack(delivery.id);
+    // warehouse's clock is 10 s fast: by it, every window (T0 + 1000) has passed; by the journal's (T0), none.
+    const handed = await journal.claim(warehouse, { maxEvents: 20, leaseMs: 1000, now: T0 + 10_000 });
+    expect(handed.map((delivery) => delivery.id.event).sort()).toEqual(events.map((event) => event.id).sort());
+    for (const event of events) expect((await journal.append(event)).status).toBe("already_present");
+  });
+
   it("registers a claiming consumer in every partition before leasing: a failed registration rejects the claim with nothing leased", async () => {
     const { journal, open } = fresh(4);
     await journal.append(usage(1, subjectsByPartition(journal, 1)[0]![0]!));
