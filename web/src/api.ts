@@ -24,8 +24,13 @@ export interface QuarantineFilter {
   /** Case-insensitive substring of request id, ordering key or reason. */
   readonly query: string;
   readonly reason: PoisonReason | "";
-  /** Exact ordering key, `namespace/subject`. */
-  readonly key: string;
+  /**
+   * The ordering key's namespace, exact. Sent as `namespace`, never joined with
+   * the subject into a `key`: `a/b` + `c` and `a` + `b/c` would both be `a/b/c`.
+   */
+  readonly namespace: string;
+  /** The ordering key's subject, exact (sent as `subject`). */
+  readonly subject: string;
 }
 
 /** The answer of `POST .../quarantined/bulk`. */
@@ -76,8 +81,13 @@ export function describeError(error: unknown): string {
 
 type Query = Record<string, string | number | null | undefined>;
 
-function filterQuery(filter: QuarantineFilter): Query {
-  return { query: filter.query || undefined, reason: filter.reason || undefined, key: filter.key || undefined };
+/** The filter's fields as the API names them, empty ones left out. */
+function filterFields(filter: QuarantineFilter): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (const name of ["query", "reason", "namespace", "subject"] as const) {
+    if (filter[name]) fields[name] = filter[name];
+  }
+  return fields;
 }
 
 /**
@@ -85,7 +95,7 @@ function filterQuery(filter: QuarantineFilter): Query {
  *
  * @example
  * const api = new OperatorApi(token);
- * const { items, nextCursor } = await api.listQuarantined("usage", "billing", { query: "", reason: "", key: "" }, null);
+ * const { items, nextCursor } = await api.listQuarantined("usage", "billing", { query: "", reason: "", namespace: "", subject: "" }, null);
  */
 export class OperatorApi {
   readonly #token: string;
@@ -111,7 +121,7 @@ export class OperatorApi {
   /** One page of quarantined events, newest (latest position) first. */
   listQuarantined(journal: string, consumer: string, filter: QuarantineFilter, after: string | null, limit = 50): Promise<QuarantinePage> {
     return this.#json("GET", `${consumerPath(journal, consumer)}/quarantined`, {
-      query: { ...filterQuery(filter), order: "newest", limit, after },
+      query: { ...filterFields(filter), order: "newest", limit, after },
     });
   }
 
@@ -133,10 +143,7 @@ export class OperatorApi {
   bulk(journal: string, consumer: string, request: BulkRequest): Promise<BulkResult> {
     const body: Record<string, unknown> = { action: request.action, dryRun: request.dryRun };
     if (request.dryRun) {
-      const { query, reason, key } = request.filter;
-      if (query) body["query"] = query;
-      if (reason) body["reason"] = reason;
-      if (key) body["key"] = key;
+      Object.assign(body, filterFields(request.filter));
       if (request.max !== undefined) body["max"] = request.max;
     } else {
       body["requestIds"] = request.requestIds;
@@ -146,7 +153,7 @@ export class OperatorApi {
 
   /** The NDJSON export (one `QuarantinedEvent` per line, with its attempts) of everything matching `filter`. */
   async exportNdjson(journal: string, consumer: string, filter: QuarantineFilter): Promise<string> {
-    const response = await this.#fetch("GET", `${consumerPath(journal, consumer)}/quarantined/export`, { query: filterQuery(filter) });
+    const response = await this.#fetch("GET", `${consumerPath(journal, consumer)}/quarantined/export`, { query: filterFields(filter) });
     return response.text();
   }
 

@@ -2,9 +2,21 @@
  * Confirmation of an operator action in a modal `<dialog>` (not
  * `window.confirm`): it states what will happen, focuses the safe choice
  * (Cancel), closes on Escape as a cancel, and hands focus back to whatever
- * opened it.
+ * opened it. Sign-out closes every open one as a cancel ({@link cancelConfirmations}).
  */
 import { el, type Child } from "./dom.js";
+
+/** The confirmations open now, each with what closes it as a cancel. */
+const openConfirmations = new Set<() => void>();
+
+/**
+ * Close every open confirmation as a cancel (its promise resolves false), on
+ * sign-out: a dialog left over the sign-in screen could still confirm an
+ * action of the session just ended.
+ */
+export function cancelConfirmations(): void {
+  for (const cancel of [...openConfirmations]) cancel();
+}
 
 /** What the dialog says and offers. */
 export interface ConfirmOptions {
@@ -40,12 +52,21 @@ export function confirmAction(options: ConfirmOptions): Promise<boolean> {
   );
   document.body.append(dialog);
   return new Promise((resolve) => {
-    dialog.addEventListener("close", () => {
-      const confirmed = dialog.returnValue === "confirm";
+    let settled = false;
+    const finish = (confirmed: boolean) => {
+      if (settled) return;
+      settled = true;
+      openConfirmations.delete(cancelNow);
       dialog.remove();
       if (opener?.isConnected) opener.focus();
       resolve(confirmed);
-    });
+    };
+    const cancelNow = () => {
+      if (dialog.open) dialog.close("cancel");
+      finish(false);
+    };
+    openConfirmations.add(cancelNow);
+    dialog.addEventListener("close", () => finish(dialog.returnValue === "confirm"));
     dialog.showModal();
     cancel.focus();
   });

@@ -7,9 +7,10 @@
 import type { Attempt, AuditEntry, QuarantinedEvent } from "../../src/journal/types.js";
 import { AuthError, describeError, type OperatorApi } from "./api.js";
 import { confirmAction } from "./confirm-dialog.js";
-import { button, el, replaceChildren } from "./dom.js";
+import { button, el, replaceChildren, type Child } from "./dom.js";
 import { formatTime, isoTime } from "./format.js";
 import type { Selection } from "./session.js";
+import { displayValue, jsonDisplay, keyDisplay, revealed } from "./text.js";
 
 /** What the inspect view needs from the page. */
 export interface InspectOptions {
@@ -23,9 +24,18 @@ export interface InspectOptions {
   readonly onAuthError: (error: AuthError) => void;
 }
 
-/** The ordering key as text, `namespace/subject`. */
+/**
+ * The ordering key as shown, `namespace/subject`, each part JSON-quoted when it
+ * holds `/`, whitespace or a character that does not show as itself (see
+ * `text.ts`): `"a/b"/c` and `a/"b/c"` are two keys.
+ */
 export function keyText(item: QuarantinedEvent): string {
-  return `${item.event.orderingKey.namespace}/${item.event.orderingKey.subject}`;
+  return keyDisplay(item.event.orderingKey.namespace, item.event.orderingKey.subject);
+}
+
+/** A request id, key or other untrusted value in a bidi-isolated `<code>` (see `app.css`). */
+export function codeText(text: string, className = "break"): HTMLElement {
+  return el("code", { class: className }, text);
 }
 
 /**
@@ -35,11 +45,12 @@ export function keyText(item: QuarantinedEvent): string {
 export function inspectView(options: InspectOptions): HTMLElement {
   const { api, selection, item } = options;
   const requestId = item.event.id;
+  const shownId = displayValue(requestId);
   // Focusable so that focus, which was on the now-disabled action button, lands on the outcome.
   const banner = el("div", { class: "banner", role: "status", tabindex: -1, hidden: true });
   const audit = el("div", { class: "audit", "aria-live": "polite" });
 
-  const showBanner = (tone: "success" | "error", ...text: string[]) => {
+  const showBanner = (tone: "success" | "error", ...text: Child[]) => {
     banner.hidden = false;
     banner.className = `banner ${tone}`;
     banner.setAttribute("role", tone === "error" ? "alert" : "status");
@@ -53,15 +64,15 @@ export function inspectView(options: InspectOptions): HTMLElement {
         ? {
             title: "Release this event?",
             body: [
-              el("p", {}, "Event ", el("code", {}, requestId), " goes back on its ordering key ", el("code", {}, keyText(item)), ` at its original position (${item.position}), with a fresh attempt budget.`),
-              el("p", {}, "Consumer ", el("strong", {}, selection.consumer), " will be given it again, in its key's order. The action is recorded in the audit log."),
+              el("p", {}, "Event ", codeText(shownId), " goes back on its ordering key ", codeText(keyText(item)), ` at its original position (${item.position}), with a fresh attempt budget.`),
+              el("p", {}, "Consumer ", el("strong", { class: "untrusted" }, displayValue(selection.consumer)), " will be given it again, in its key's order. The action is recorded in the audit log."),
             ],
             confirmLabel: "Release",
           }
         : {
             title: "Discard this event?",
             body: [
-              el("p", {}, "Event ", el("code", {}, requestId), " is resolved as handled for consumer ", el("strong", {}, selection.consumer), " without being delivered."),
+              el("p", {}, "Event ", codeText(shownId), " is resolved as handled for consumer ", el("strong", { class: "untrusted" }, displayValue(selection.consumer)), " without being delivered."),
               el("p", {}, "It will not come back, and it becomes prunable. The action is recorded in the audit log."),
             ],
             confirmLabel: "Discard",
@@ -83,9 +94,15 @@ export function inspectView(options: InspectOptions): HTMLElement {
     }
     const message =
       action === "release"
-        ? `Released ${requestId}: it is back on key ${keyText(item)} at position ${item.position}.`
-        : `Discarded ${requestId}: resolved as handled, not delivered.`;
-    showBanner("success", message, " It is no longer quarantined.");
+        ? `Released ${shownId}: it is back on key ${keyText(item)} at position ${item.position}.`
+        : `Discarded ${shownId}: resolved as handled, not delivered.`;
+    showBanner(
+      "success",
+      ...(action === "release"
+        ? ["Released ", codeText(shownId), ": it is back on key ", codeText(keyText(item)), ` at position ${item.position}.`]
+        : ["Discarded ", codeText(shownId), ": resolved as handled, not delivered."]),
+      " It is no longer quarantined.",
+    );
     options.onResolved(message);
     await loadAudit();
   };
@@ -118,13 +135,13 @@ export function inspectView(options: InspectOptions): HTMLElement {
     "section",
     { class: "panel inspect", "aria-labelledby": "inspect-title" },
     el("div", { class: "panel-head" }, button("← Back to the list", options.onBack, { class: "button link" })),
-    el("h2", { id: "inspect-title", tabindex: -1, "data-focus": true }, "Event ", el("code", { class: "break" }, requestId)),
+    el("h2", { id: "inspect-title", tabindex: -1, "data-focus": true }, "Event ", codeText(shownId)),
     banner,
     el(
       "dl",
       { class: "facts" },
-      fact("Consumer", selection.consumer),
-      fact("Ordering key", el("code", { class: "break" }, keyText(item))),
+      fact("Consumer", el("span", { class: "untrusted" }, displayValue(selection.consumer))),
+      fact("Ordering key", codeText(keyText(item))),
       fact("Reason", el("span", { class: `badge reason-${item.reason}` }, item.reason)),
       fact("Quarantined at", timeElement(item.quarantinedAt)),
       fact("Observed at", timeElement(item.event.observedAt)),
@@ -133,7 +150,8 @@ export function inspectView(options: InspectOptions): HTMLElement {
     ),
     el("div", { class: "actions" }, releaseButton, discardButton),
     el("h3", {}, "Record"),
-    el("pre", { class: "json", tabindex: 0, "aria-label": "Record as JSON" }, JSON.stringify(item.event.record, null, 2)),
+    // Hidden characters (a bidi override, say) escaped: the same JSON value, shown as it is.
+    el("pre", { class: "json", tabindex: 0, "aria-label": "Record as JSON" }, jsonDisplay(item.event.record)),
     el("h3", {}, "Attempt history"),
     item.attempts.length === 0 ? el("p", { class: "empty" }, "No delivery attempt is recorded for this event.") : attemptsTable(item.attempts),
     el("h3", {}, "Audit entries"),
@@ -172,7 +190,7 @@ function attemptsTable(attempts: readonly Attempt[]): HTMLElement {
     ["Attempt", "Claimed at", "Outcome", "Error"],
     attempts.map((attempt) => {
       const { outcome, error } = outcomeText(attempt);
-      return [String(attempt.attempt), timeElement(attempt.claimedAt), outcome, el("span", { class: "break pre-wrap" }, error)];
+      return [String(attempt.attempt), timeElement(attempt.claimedAt), outcome, el("span", { class: "untrusted break pre-wrap" }, revealed(error, "\n\t"))];
     }),
   );
 }
@@ -181,7 +199,14 @@ function auditTable(entries: readonly AuditEntry[]): HTMLElement {
   return table(
     "Operator actions on this event",
     ["#", "At", "Action", "Consumer", "Reason resolved", "Actor"],
-    entries.map((entry) => [String(entry.seq), timeElement(entry.at), entry.action, entry.consumer, entry.reason, entry.actor ?? "—"]),
+    entries.map((entry) => [
+      String(entry.seq),
+      timeElement(entry.at),
+      entry.action,
+      el("span", { class: "untrusted" }, displayValue(entry.consumer)),
+      entry.reason,
+      entry.actor === null ? "—" : el("span", { class: "untrusted" }, revealed(entry.actor)),
+    ]),
   );
 }
 

@@ -10,6 +10,7 @@
  */
 import "./app.css";
 import { AuthError, describeError, OperatorApi, type JournalInfo } from "./api.js";
+import { cancelConfirmations } from "./confirm-dialog.js";
 import { button, el, replaceChildren } from "./dom.js";
 import { Overview } from "./overview.js";
 import { QuarantineReview } from "./quarantine.js";
@@ -23,7 +24,7 @@ const pageSize = clampedInteger(settings.get("pageSize"), 1, 200, 25);
 /** The token of this tab; mirrors sessionStorage (or stands in for it when storage is disabled). */
 let token: string | null = loadToken();
 /** The views of the open consumer, stopped when it changes or on sign out. */
-let openViews: { overview: Overview } | null = null;
+let openViews: { overview: Overview; review: QuarantineReview } | null = null;
 
 /** A whole number from the query string, clamped to `[min, max]`; `fallback` when absent or not a number. */
 function clampedInteger(raw: string | null, min: number, max: number, fallback: number): number {
@@ -31,9 +32,12 @@ function clampedInteger(raw: string | null, min: number, max: number, fallback: 
   return raw && Number.isFinite(value) ? Math.min(max, Math.max(min, Math.round(value))) : fallback;
 }
 
+/** Stop the open views and cancel any confirmation still open: nothing of them may act afterwards. */
 function closeViews(): void {
   openViews?.overview.stop();
+  openViews?.review.close();
   openViews = null;
+  cancelConfirmations();
 }
 
 /** The sign-in message for a refused token. */
@@ -155,7 +159,7 @@ async function showApp(): Promise<void> {
     saveSelection(selection);
     const overview = new Overview({ api, selection, sampleMs, onAuthError });
     const review = new QuarantineReview({ api, selection, pageSize, onAuthError, announce, onChanged: () => void overview.refresh() });
-    openViews = { overview };
+    openViews = { overview, review };
     replaceChildren(content, overview.element, review.element);
     overview.start();
     void review.reload();

@@ -11,6 +11,7 @@ import { lineChart, type SeriesPoint } from "./chart.js";
 import { el, replaceChildren } from "./dom.js";
 import { formatCount, formatDuration, formatShare, formatTime } from "./format.js";
 import type { Selection } from "./session.js";
+import { displayValue } from "./text.js";
 
 /** The longest window the charts show (and how long samples are kept). */
 export const HISTORY_MS = 60 * 60 * 1000;
@@ -55,6 +56,8 @@ export class Overview {
   readonly #error = el("div", { class: "banner error", role: "alert", hidden: true });
   #timer: ReturnType<typeof setTimeout> | null = null;
   #reading: Promise<void> | null = null;
+  /** A read was asked for while one was running: its answer may predate what prompted the ask. */
+  #readAgain = false;
   #stopped = false;
 
   constructor(options: OverviewOptions) {
@@ -65,7 +68,7 @@ export class Overview {
       "section",
       { class: "panel overview", "aria-labelledby": "overview-title" },
       el("div", { class: "panel-head" }, el("h2", { id: "overview-title", tabindex: -1 }, "Overview"), this.#status),
-      el("p", { class: "muted" }, "Consumer ", el("strong", {}, consumer), " of journal ", el("strong", {}, journal), "."),
+      el("p", { class: "muted" }, "Consumer ", el("strong", { class: "untrusted" }, displayValue(consumer)), " of journal ", el("strong", { class: "untrusted" }, displayValue(journal)), "."),
       this.#error,
       this.#cards,
       this.#footnote,
@@ -89,12 +92,28 @@ export class Overview {
     this.#timer = null;
   }
 
-  /** Read the stats now (skipped if a read is already running). */
+  /**
+   * Read the stats now. When a read is already running, its answer may have
+   * been computed before whatever prompted this call (an operator action), so
+   * one more read follows it; the promise settles after that one. Asks made
+   * during one running read share that one follow-up.
+   */
   refresh(): Promise<void> {
-    this.#reading ??= this.#read().finally(() => {
+    if (this.#reading) {
+      this.#readAgain = true;
+      return this.#reading;
+    }
+    const reading = (async () => {
+      do {
+        this.#readAgain = false;
+        await this.#read();
+      } while (this.#readAgain && !this.#stopped);
+    })().finally(() => {
+      this.#readAgain = false;
       this.#reading = null;
     });
-    return this.#reading;
+    this.#reading = reading;
+    return reading;
   }
 
   #schedule(delayMs: number): void {
@@ -159,7 +178,8 @@ export class Overview {
       card("Pending", formatCount(stats.pending), "stored, not yet finished, not leased"),
       card("In flight", formatCount(stats.inFlight), "claimed under a running lease"),
       card("Quarantined", formatCount(stats.quarantined), "awaiting an operator", stats.quarantined > 0 ? "warn" : undefined),
-      card("Dropped", formatCount(stats.dropped), stats.capacity.policy === "refuse" ? "journal-wide; always 0 under refuse" : "journal-wide, lost to drop_oldest", stats.dropped > 0 ? "bad" : undefined),
+      // A lifetime count: data written under drop_oldest and reopened under refuse keeps its past drops.
+      card("Dropped", formatCount(stats.dropped), "journal-wide lifetime count of events lost to drop_oldest, whatever the current policy", stats.dropped > 0 ? "bad" : undefined),
       card(
         "Oldest pending age",
         stats.oldestPendingAgeMs === null ? "none pending" : formatDuration(stats.oldestPendingAgeMs),

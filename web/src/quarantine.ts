@@ -3,17 +3,34 @@
  * first), bulk release/discard of the current filter (a dry-run count, then
  * a confirmation that acts on the counted events only), NDJSON export of the
  * current filter, and the inspect view of one event.
+ *
+ * "The current filter" is what the filter inputs show: a bulk action or an
+ * export started with inputs that differ from the last applied filter applies
+ * them first (the list reloads), so the dialog counts what the operator sees.
+ * One bulk action or export runs at a time: their buttons stay disabled from
+ * the dry run until the action, or its cancel, has finished.
  */
 import type { PoisonReason, QuarantinedEvent } from "../../src/journal/types.js";
 import { AuthError, describeError, type OperatorApi, type QuarantineFilter } from "./api.js";
 import { confirmAction } from "./confirm-dialog.js";
-import { button, el, replaceChildren } from "./dom.js";
+import { button, el, replaceChildren, type Child } from "./dom.js";
 import { formatCount, formatTime, isoTime } from "./format.js";
-import { inspectView, keyText, table } from "./inspect.js";
+import { codeText, inspectView, keyText, table } from "./inspect.js";
 import type { Selection } from "./session.js";
+import { displayValue, parseTyped, quoted, revealed } from "./text.js";
 
 const REASONS: readonly PoisonReason[] = ["malformed", "rejected", "attempts_exhausted"];
-const EMPTY_FILTER: QuarantineFilter = { query: "", reason: "", key: "" };
+const EMPTY_FILTER: QuarantineFilter = { query: "", reason: "", namespace: "", subject: "" };
+/** Longest text a namespace or subject input takes: a 256-unit part, JSON-quoted with every UTF-16 unit escaped (`\uXXXX`). */
+const MAX_TYPED_PART = 2 + 256 * 6;
+
+function sameFilter(a: QuarantineFilter, b: QuarantineFilter): boolean {
+  return a.query === b.query && a.reason === b.reason && a.namespace === b.namespace && a.subject === b.subject;
+}
+
+function isFiltered(filter: QuarantineFilter): boolean {
+  return !sameFilter(filter, EMPTY_FILTER);
+}
 
 /** What the review needs from the page. */
 export interface QuarantineReviewOptions {
@@ -38,6 +55,10 @@ export class QuarantineReview {
   #nextCursor: string | null = null;
   #items: readonly QuarantinedEvent[] = [];
   #loadSeq = 0;
+  /** A bulk action (dry run, confirmation, action) or an export is running. */
+  #busy = false;
+  /** The views were closed (sign-out, another consumer): nothing more is shown or asked. */
+  #closed = false;
 
   readonly #listSection: HTMLElement;
   readonly #inspectSlot = el("div", { hidden: true });
@@ -53,7 +74,27 @@ export class QuarantineReview {
     el("option", { value: "" }, "Any reason"),
     ...REASONS.map((reason) => el("option", { value: reason }, reason)),
   );
-  readonly #keyInput = el("input", { id: "filter-key", name: "key", type: "text", autocomplete: "off", maxlength: 513, placeholder: "namespace/subject", spellcheck: "false" });
+  readonly #namespaceInput = el("input", {
+    id: "filter-namespace",
+    name: "namespace",
+    type: "text",
+    autocomplete: "off",
+    maxlength: MAX_TYPED_PART,
+    spellcheck: "false",
+    "aria-describedby": "filter-key-help",
+  });
+  readonly #subjectInput = el("input", {
+    id: "filter-subject",
+    name: "subject",
+    type: "text",
+    autocomplete: "off",
+    maxlength: MAX_TYPED_PART,
+    spellcheck: "false",
+    "aria-describedby": "filter-key-help",
+  });
+  readonly #bulkReleaseButton = button("Release all matching…", () => void this.#bulk("release"), { class: "button" });
+  readonly #bulkDiscardButton = button("Discard all matching…", () => void this.#bulk("discard"), { class: "button danger-outline" });
+  readonly #exportButton = button("Export NDJSON", () => void this.#export(), { class: "button" });
 
   constructor(options: QuarantineReviewOptions) {
     this.#options = options;
@@ -62,21 +103,23 @@ export class QuarantineReview {
       { class: "filters", role: "search", "aria-label": "Filter quarantined events" },
       el("div", { class: "field" }, el("label", { for: "filter-query" }, "Search"), this.#queryInput),
       el("div", { class: "field" }, el("label", { for: "filter-reason" }, "Reason"), this.#reasonSelect),
-      el("div", { class: "field" }, el("label", { for: "filter-key" }, "Ordering key (exact)"), this.#keyInput),
+      el("div", { class: "field" }, el("label", { for: "filter-namespace" }, "Namespace (exact)"), this.#namespaceInput),
+      el("div", { class: "field" }, el("label", { for: "filter-subject" }, "Subject (exact)"), this.#subjectInput),
       el(
         "div",
         { class: "field-actions" },
         el("button", { type: "submit", class: "button primary" }, "Apply filter"),
         button("Clear", () => this.#clearFilter(), { class: "button" }),
       ),
+      el(
+        "p",
+        { id: "filter-key-help", class: "muted small filter-help" },
+        'The ordering key\'s namespace and subject, each matched exactly. A part shown "quoted" in the list (it holds /, spaces or hidden characters, written as \\u escapes) can be typed as shown, quotes included.',
+      ),
     );
     form.addEventListener("submit", (event) => {
       event.preventDefault();
-      this.#filter = {
-        query: this.#queryInput.value.trim(),
-        reason: this.#reasonSelect.value as PoisonReason | "",
-        key: this.#keyInput.value.trim(),
-      };
+      this.#filter = this.#typedFilter();
       void this.reload();
     });
 
@@ -88,9 +131,9 @@ export class QuarantineReview {
       el(
         "div",
         { class: "toolbar", role: "group", "aria-label": "Actions on the current filter" },
-        button("Release all matching…", () => void this.#bulk("release"), { class: "button" }),
-        button("Discard all matching…", () => void this.#bulk("discard"), { class: "button danger-outline" }),
-        button("Export NDJSON", () => void this.#export(), { class: "button" }),
+        this.#bulkReleaseButton,
+        this.#bulkDiscardButton,
+        this.#exportButton,
         button("Reload list", () => void this.#load(), { class: "button" }),
       ),
       this.#bulkResult,
@@ -106,10 +149,63 @@ export class QuarantineReview {
     return this.#load();
   }
 
+  /** The views are gone (sign-out, another consumer): a bulk action under way asks nothing more. */
+  close(): void {
+    this.#closed = true;
+  }
+
+  /** The filter the inputs show (a JSON-quoted namespace or subject read as JSON; see `text.ts`). */
+  #typedFilter(): QuarantineFilter {
+    return {
+      query: this.#queryInput.value.trim(),
+      reason: this.#reasonSelect.value as PoisonReason | "",
+      namespace: parseTyped(this.#namespaceInput.value),
+      subject: parseTyped(this.#subjectInput.value),
+    };
+  }
+
+  /**
+   * The filter a bulk action or export acts on: what the inputs show. Typed but
+   * not applied, it is applied first (and the list reloaded), so what the
+   * dialog counts and the list shows are the same filter.
+   */
+  async #filterToActOn(): Promise<QuarantineFilter> {
+    const typed = this.#typedFilter();
+    if (!sameFilter(typed, this.#filter)) {
+      this.#filter = typed;
+      await this.reload();
+    }
+    return this.#filter;
+  }
+
+  /**
+   * Run one bulk action or export at a time: its buttons are disabled until it
+   * has finished (cancelled included). Focus that was lost meanwhile (on a
+   * button disabled under it) goes back to the button that started it.
+   */
+  async #exclusive(started: HTMLButtonElement, run: () => Promise<void>): Promise<void> {
+    if (this.#busy) return;
+    this.#setBusy(true);
+    try {
+      await run();
+    } finally {
+      this.#setBusy(false);
+      const active = document.activeElement;
+      if (!this.#closed && started.isConnected && (active === null || active === document.body)) started.focus();
+    }
+  }
+
+  #setBusy(busy: boolean): void {
+    this.#busy = busy;
+    for (const control of [this.#bulkReleaseButton, this.#bulkDiscardButton, this.#exportButton]) control.disabled = busy;
+    this.#listSection.querySelector(".toolbar")?.setAttribute("aria-busy", String(busy));
+  }
+
   #clearFilter(): void {
     this.#queryInput.value = "";
     this.#reasonSelect.value = "";
-    this.#keyInput.value = "";
+    this.#namespaceInput.value = "";
+    this.#subjectInput.value = "";
     this.#filter = EMPTY_FILTER;
     void this.reload();
   }
@@ -160,7 +256,7 @@ export class QuarantineReview {
     this.#older.disabled = this.#nextCursor === null;
     this.#pageLabel.textContent = `Page ${pageNumber}`;
     if (this.#items.length === 0) {
-      const filtered = Boolean(this.#filter.query || this.#filter.reason || this.#filter.key);
+      const filtered = isFiltered(this.#filter);
       replaceChildren(
         this.#results,
         el(
@@ -174,19 +270,19 @@ export class QuarantineReview {
               ? "The filter narrows each page the journal reads, so later pages may still hold matches: use Older →."
               : filtered
                 ? "Clear the filter to see every quarantined event of this consumer."
-                : `Consumer ${this.#options.selection.consumer} has no event awaiting review.`,
+                : `Consumer ${displayValue(this.#options.selection.consumer)} has no event awaiting review.`,
           ),
         ),
       );
       return;
     }
     const rows = this.#items.map((item) => [
-      el("code", { class: "break" }, item.event.id),
-      el("code", { class: "break" }, keyText(item)),
+      codeText(displayValue(item.event.id)),
+      codeText(keyText(item)),
       el("span", { class: `badge reason-${item.reason}` }, item.reason),
       String(item.attempts.length),
       el("time", { datetime: isoTime(item.quarantinedAt) }, formatTime(item.quarantinedAt)),
-      button("Inspect", () => this.#inspect(item), { class: "button small", "aria-label": `Inspect ${item.event.id}`, "data-request-id": item.event.id }),
+      button("Inspect", () => this.#inspect(item), { class: "button small", "aria-label": `Inspect ${displayValue(item.event.id)}`, "data-request-id": item.event.id }),
     ]);
     replaceChildren(
       this.#results,
@@ -222,11 +318,16 @@ export class QuarantineReview {
     (row ?? this.#listSection.querySelector<HTMLElement>("h2"))?.focus();
   }
 
-  /** The current filter in words, for dialogs and messages. */
-  #filterText(): string {
-    const { query, reason, key } = this.#filter;
-    const parts = [query && `search “${query}”`, reason && `reason ${reason}`, key && `key ${key}`].filter(Boolean);
-    return parts.length === 0 ? "no filter: every quarantined event of this consumer" : parts.join(", ");
+  /** A filter in words, for dialogs and messages; typed values as shown in the list, each bidi-isolated. */
+  #filterText(filter: QuarantineFilter): Child[] {
+    const { query, reason, namespace, subject } = filter;
+    const parts: Child[][] = [];
+    if (query) parts.push(["search ", codeText(quoted(query))]);
+    if (reason) parts.push([`reason ${reason}`]);
+    if (namespace) parts.push(["namespace ", codeText(displayValue(namespace))]);
+    if (subject) parts.push(["subject ", codeText(displayValue(subject))]);
+    if (parts.length === 0) return ["no filter: every quarantined event of this consumer"];
+    return parts.flatMap((part, index) => (index === 0 ? part : [", ", ...part]));
   }
 
   /**
@@ -235,11 +336,16 @@ export class QuarantineReview {
    * are sent back, so events quarantined meanwhile are never acted on unseen.
    * Counted events resolved elsewhere meanwhile come back as skipped.
    */
-  async #bulk(action: "release" | "discard"): Promise<void> {
+  #bulk(action: "release" | "discard"): Promise<void> {
+    return this.#exclusive(action === "release" ? this.#bulkReleaseButton : this.#bulkDiscardButton, () => this.#runBulk(action));
+  }
+
+  async #runBulk(action: "release" | "discard"): Promise<void> {
     const { api, selection, announce } = this.#options;
-    const filter = this.#filter;
+    const filter = await this.#filterToActOn();
+    if (this.#closed) return;
     const verb = action === "release" ? "Release" : "Discard";
-    this.#showBulk("info", `Counting the events that match (${this.#filterText()})…`);
+    this.#showBulk("info", "Counting the events that match (", ...this.#filterText(filter), ")…");
     let requestIds: readonly string[];
     let more: boolean;
     try {
@@ -249,16 +355,28 @@ export class QuarantineReview {
       this.#showBulk("error", `The dry run failed: ${describeError(error)}`);
       return;
     }
+    // Signed out (or another consumer opened) while counting: no dialog over what came next.
+    if (this.#closed) return;
     const matched = requestIds.length;
     if (matched === 0) {
-      this.#showBulk("info", `Dry run: no quarantined event matches (${this.#filterText()}); nothing to ${action}.`);
+      this.#showBulk("info", "Dry run: no quarantined event matches (", ...this.#filterText(filter), `); nothing to ${action}.`);
       return;
     }
     this.#showBulk("info", `Dry run: ${formatCount(matched)} event${matched === 1 ? "" : "s"} match; waiting for confirmation.`);
     const confirmed = await confirmAction({
       title: `${verb} ${formatCount(matched)} event${matched === 1 ? "" : "s"}?`,
       body: [
-        el("p", {}, "Dry run: ", el("strong", { class: "bulk-count" }, formatCount(matched)), ` quarantined event${matched === 1 ? "" : "s"} of consumer `, el("strong", {}, selection.consumer), " match the current filter (", this.#filterText(), ")."),
+        el(
+          "p",
+          {},
+          "Dry run: ",
+          el("strong", { class: "bulk-count" }, formatCount(matched)),
+          ` quarantined event${matched === 1 ? "" : "s"} of consumer `,
+          el("strong", { class: "untrusted" }, displayValue(selection.consumer)),
+          " match the current filter (",
+          ...this.#filterText(filter),
+          ").",
+        ),
         more ? el("p", { class: "banner info" }, `More events match than one bulk action takes; run it again afterwards for the rest.`) : null,
         el(
           "p",
@@ -273,7 +391,7 @@ export class QuarantineReview {
       danger: action === "discard",
     });
     if (!confirmed) {
-      this.#showBulk("info", `Bulk ${action} cancelled; nothing changed.`);
+      if (!this.#closed) this.#showBulk("info", `Bulk ${action} cancelled; nothing changed.`);
       return;
     }
     try {
@@ -287,8 +405,16 @@ export class QuarantineReview {
       this.#showBulk(
         failed.length ? "error" : skipped.length ? "info" : "success",
         done,
-        skipped.length ? el("ul", { class: "bulk-skipped", "aria-label": "Skipped events" }, ...skipped.map((skip) => el("li", {}, el("code", {}, skip.requestId), ": skipped, no longer quarantined"))) : null,
-        failed.length ? el("ul", { class: "bulk-failed", "aria-label": "Failed events" }, ...failed.map((failure) => el("li", {}, el("code", {}, failure.requestId), ": ", failureText(failure.error)))) : null,
+        skipped.length
+          ? el("ul", { class: "bulk-skipped", "aria-label": "Skipped events" }, ...skipped.map((skip) => el("li", {}, codeText(displayValue(skip.requestId)), ": skipped, no longer quarantined")))
+          : null,
+        failed.length
+          ? el(
+              "ul",
+              { class: "bulk-failed", "aria-label": "Failed events" },
+              ...failed.map((failure) => el("li", {}, codeText(displayValue(failure.requestId)), ": ", el("span", { class: "untrusted" }, revealed(failureText(failure.error))))),
+            )
+          : null,
       );
       announce(done);
     } catch (error) {
@@ -299,24 +425,31 @@ export class QuarantineReview {
     await this.reload();
   }
 
-  #showBulk(tone: "info" | "success" | "error", ...content: (Node | string | null)[]): void {
+  #showBulk(tone: "info" | "success" | "error", ...content: Child[]): void {
     this.#bulkResult.hidden = false;
     this.#bulkResult.className = `banner ${tone} bulk-result`;
     this.#bulkResult.setAttribute("role", tone === "error" ? "alert" : "status");
     replaceChildren(this.#bulkResult, ...content);
   }
 
-  async #export(): Promise<void> {
+  #export(): Promise<void> {
+    return this.#exclusive(this.#exportButton, () => this.#runExport());
+  }
+
+  async #runExport(): Promise<void> {
     const { api, selection, announce } = this.#options;
-    this.#showBulk("info", `Exporting (${this.#filterText()})…`);
+    const filter = await this.#filterToActOn();
+    if (this.#closed) return;
+    this.#showBulk("info", "Exporting (", ...this.#filterText(filter), ")…");
     let text: string;
     try {
-      text = await api.exportNdjson(selection.journal, selection.consumer, this.#filter);
+      text = await api.exportNdjson(selection.journal, selection.consumer, filter);
     } catch (error) {
       if (error instanceof AuthError) return this.#options.onAuthError(error);
       this.#showBulk("error", `The export failed: ${describeError(error)}`);
       return;
     }
+    if (this.#closed) return;
     const count = text.split("\n").filter((line) => line.trim() !== "").length;
     const stamp = new Date().toISOString().replace(/[:.]/g, "-");
     const filename = `quarantine-${selection.journal}-${selection.consumer}-${stamp}.ndjson`.replace(/[^A-Za-z0-9._-]/g, "_");
