@@ -14,25 +14,16 @@
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { HttpError, HttpJournal, type FetchLike, type HttpJournalOptions } from "../../src/http/index.js";
-import { BackendError, BILLING_GRADE, createJournal, createUsageEvent, JournalError, newRequestId, parseConsumerId, type AppendResult } from "../../src/index.js";
+import type { JournalError} from "../../src/index.js";
+import { BackendError, BILLING_GRADE, createJournal, createUsageEvent, newRequestId, parseConsumerId, type AppendResult } from "../../src/index.js";
 import { createApp, type Scope } from "../../src/worker/index.js";
+import { rejection } from "./support/rejection.js";
 
 const TOKEN = "answers-token-0123456789";
 const billing = parseConsumerId("billing");
 
 const event = (namespace = "acme", data: unknown = { tokens: 1 }) =>
   createUsageEvent({ record: { requestId: newRequestId(), namespace, subject: "user-1", data: data as never }, observedAt: 1_000 });
-
-/** The error `promise` rejects with (failing the test if it resolves). */
-async function rejection(promise: Promise<unknown>): Promise<JournalError> {
-  const outcome = await promise.then(
-    (value) => ({ value }),
-    (error: unknown) => ({ error }),
-  );
-  if (!("error" in outcome)) throw new Error(`expected a rejection, got ${JSON.stringify(outcome.value)}`);
-  expect(outcome.error).toBeInstanceOf(JournalError);
-  return outcome.error as JournalError;
-}
 
 describe("HttpJournal: a 2xx answer that is not the API's", () => {
   /** A client whose every request is answered 200 with `body` as JSON; `requests` counts them. */

@@ -13,8 +13,9 @@
 import { describe, expect, it, vi } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { HttpJournal, type FetchLike } from "../../src/http/index.js";
-import { BackendError, createJournal, createUsageEvent, JournalError, parseConsumerId, type Capacity, type UsageJournal } from "../../src/index.js";
+import { BackendError, createJournal, createUsageEvent, parseConsumerId, type Capacity, type UsageJournal } from "../../src/index.js";
 import { createApp } from "../../src/worker/index.js";
+import { rejection } from "./support/rejection.js";
 
 const TOKEN = "commit-retry-token-0123456789";
 const t0 = 1_700_000_000_000;
@@ -76,17 +77,6 @@ function setup() {
     served.set(method, 0);
   };
   return { inner, app, client, fail, served: (method: Method) => served.get(method) ?? 0 };
-}
-
-/** The error `promise` rejects with (failing the test if it resolves). */
-async function rejection(promise: Promise<unknown>): Promise<JournalError> {
-  const outcome = await promise.then(
-    (value) => ({ value }),
-    (error: unknown) => ({ error }),
-  );
-  if (!("error" in outcome)) throw new Error(`expected a rejection, got ${JSON.stringify(outcome.value)}`);
-  expect(outcome.error).toBeInstanceOf(JournalError);
-  return outcome.error as JournalError;
 }
 
 /** Append `n` events and quarantine them for billing. */

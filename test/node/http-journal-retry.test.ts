@@ -14,7 +14,9 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HttpError, HttpJournal, type FetchLike, type HttpJournalOptions, type ResponseLike } from "../../src/http/index.js";
-import { BackendError, BILLING_GRADE, createUsageEvent, InvalidArgumentError, JournalError, newRequestId, parseConsumerId } from "../../src/index.js";
+import type { JournalError} from "../../src/index.js";
+import { BackendError, BILLING_GRADE, createUsageEvent, InvalidArgumentError, newRequestId, parseConsumerId } from "../../src/index.js";
+import { rejection } from "./support/rejection.js";
 
 const TOKEN = "retry-token-0123456789";
 const billing = parseConsumerId("billing");
@@ -91,17 +93,6 @@ const calls = {
   appendBatch: (journal: HttpJournal) => journal.appendBatch([event()]),
   claim: (journal: HttpJournal) => journal.claim(billing, { maxEvents: 1, leaseMs: 1_000, now: 0 }),
 };
-
-/** The error `promise` rejects with (failing the test if it resolves). */
-async function rejection(promise: Promise<unknown>): Promise<JournalError> {
-  const outcome = await promise.then(
-    (value) => ({ value }),
-    (error: unknown) => ({ error }),
-  );
-  if (!("error" in outcome)) throw new Error(`expected a rejection, got ${JSON.stringify(outcome.value)}`);
-  expect(outcome.error).toBeInstanceOf(JournalError);
-  return outcome.error as JournalError;
-}
 
 /** Wait (a few ms at a time) until `done()` holds. */
 async function until(done: () => boolean): Promise<void> {
