@@ -17,7 +17,8 @@ import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { HTTPException } from "hono/http-exception";
 import { createUsageEvent, parseConsumerId } from "../journal/event.js";
-import type { ConsumerId, QuarantinedEvent, QuarantinePage, UsageJournal } from "../journal/types.js";
+import type { ClaimOptions, ConsumerId, Delivery, QuarantinedEvent, QuarantinePage, UsageJournal } from "../journal/types.js";
+import { utf8Length } from "../storage/names.js";
 import { encodeBatch, encodeError } from "../journal/wire.js";
 import { MAX_QUARANTINE_QUERY } from "../journal/arguments.js";
 import { InvalidArgumentError, JournalError } from "../journal/errors.js";
@@ -204,6 +205,40 @@ function describeIssues(issues: readonly { path: readonly PropertyKey[]; message
  */
 function forbiddenNamespace(namespace: string): ApiError {
   return new ApiError("forbidden_namespace", `this token may not append to namespace \`${namespace}\``);
+}
+
+/** The most events the first round of {@link claimWithin} asks for: 20 of the largest events fit its budget. */
+const FIRST_CLAIM_ROUND = 20;
+
+/**
+ * A claim whose answer stays near {@link s.MAX_CLAIM_ANSWER_BYTES}. The
+ * journal is asked in rounds, each a claim of its own at the same `now`: the
+ * first for at most {@link FIRST_CLAIM_ROUND} events, each later one for as
+ * many as the budget left holds at the size of the largest delivery seen so
+ * far, until `maxEvents` are claimed, the budget is spent, or a round comes
+ * back short (nothing more is claimable). A round leases only what it
+ * returns, so nothing is leased that the answer does not hold. Rounds at one
+ * `now` hand out what one claim of their total would: each takes the lowest
+ * positions still claimable (a key in flight is skipped by the next round as
+ * by the same claim).
+ */
+async function claimWithin(journal: UsageJournal, consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
+  const deliveries: Delivery[] = [];
+  let bytes = 0;
+  let largest = 1;
+  for (let ask = Math.min(options.maxEvents, FIRST_CLAIM_ROUND); ask > 0; ) {
+    const round = await journal.claim(consumer, { ...options, maxEvents: ask });
+    for (const delivery of round) {
+      const size = utf8Length(JSON.stringify(delivery));
+      bytes += size;
+      largest = Math.max(largest, size);
+      deliveries.push(delivery);
+    }
+    if (round.length < ask) break;
+    const room = Math.floor((s.MAX_CLAIM_ANSWER_BYTES - bytes) / largest);
+    ask = Math.min(options.maxEvents - deliveries.length, room);
+  }
+  return deliveries;
 }
 
 /**
@@ -520,7 +555,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       method: "post",
       path: "/v1/journals/{journal}/claim",
       summary: "Claim up to maxEvents deliverable events for a consumer",
-      description: "At most one event per ordering key is in flight; events stay leased until `leaseExpiresAt`. Needs `consume`.",
+      description: `At most one event per ordering key is in flight; events stay leased until \`leaseExpiresAt\`. An answer holds about ${s.MAX_CLAIM_ANSWER_BYTES} bytes of deliveries at most (at least one delivery): fewer than \`maxEvents\` when the events are large, and nothing is leased that the answer does not hold. Needs \`consume\`.`,
       security,
       middleware: scope("consume"),
       request: { params: s.JournalParamsSchema, ...body(s.ClaimBodySchema) },
@@ -529,7 +564,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     async (c) => {
       const { journal } = c.req.valid("param");
       const request = c.req.valid("json");
-      const deliveries = await journalOf(c, journal).journal.claim(parseConsumerId(request.consumer), {
+      const deliveries = await claimWithin(journalOf(c, journal).journal, parseConsumerId(request.consumer), {
         maxEvents: request.maxEvents,
         leaseMs: request.leaseMs,
         now: request.now ?? clock(),

@@ -15,7 +15,7 @@
 export { createApp, type AppEnv, type AppOptions, type ServedJournal } from "./app.js";
 export { checkTokens, mayUseStore, TokenMatcher, type Principal, type Scope, type TokenConfig } from "./auth.js";
 export { ApiError, STATUS_OF, RETRY_AFTER_SECONDS, errorAnswer, type ApiErrorCode, type ErrorBody, type StorageErrorCode } from "./errors.js";
-export { MAX_ACK_BATCH, MAX_BULK, MAX_ITEM_TEXT } from "./schemas.js";
+export { MAX_ACK_BATCH, MAX_BULK, MAX_CLAIM_ANSWER_BYTES, MAX_ITEM_TEXT } from "./schemas.js";
 export {
   base64Length,
   decodeBase64,

@@ -174,6 +174,14 @@ export const AppendBatchAnswerSchema = z.object({
   results: z.array(z.union([AppendResultSchema, z.object({ status: z.literal("rejected"), error: WireErrorSchema })])),
 });
 
+/**
+ * About the most bytes of deliveries (their JSON) one claim answers: a claim of
+ * large events answers fewer than `maxEvents` rather than an answer a Worker
+ * cannot hold (10,000 events of 64 KiB would be over 600 MiB). At least one
+ * delivery is always answered.
+ */
+export const MAX_CLAIM_ANSWER_BYTES = 8 * 1024 * 1024;
+
 export const ClaimBodySchema = z.strictObject({
   consumer: ConsumerSchema,
   maxEvents: z.number().int().min(1).max(MAX_CLAIM_EVENTS),
