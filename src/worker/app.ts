@@ -207,36 +207,51 @@ function forbiddenNamespace(namespace: string): ApiError {
   return new ApiError("forbidden_namespace", `this token may not append to namespace \`${namespace}\``);
 }
 
-/** The most events the first round of {@link claimWithin} asks for: 20 of the largest events fit its budget. */
-const FIRST_CLAIM_ROUND = 20;
+/**
+ * The most events one round of {@link claimWithin} asks for. The largest
+ * delivery's JSON is about 199 KiB: `data` of 64 Ki characters at 3 bytes
+ * each in UTF-8, the namespace and subject (twice each: the record and the
+ * ordering key) of 256 characters at 6 each (`\u0000` escapes), and 1 KiB for
+ * the rest. 160 of them are about 31 MiB.
+ */
+const MAX_CLAIM_ROUND = 160;
 
 /**
- * A claim whose answer stays near {@link s.MAX_CLAIM_ANSWER_BYTES}. The
- * journal is asked in rounds, each a claim of its own at the same `now`: the
- * first for at most {@link FIRST_CLAIM_ROUND} events, each later one for as
- * many as the budget left holds at the size of the largest delivery seen so
- * far, until `maxEvents` are claimed, the budget is spent, or a round comes
- * back short (nothing more is claimable). A round leases only what it
- * returns, so nothing is leased that the answer does not hold. Rounds at one
- * `now` hand out what one claim of their total would: each takes the lowest
- * positions still claimable (a key in flight is skipped by the next round as
- * by the same claim).
+ * A claim whose answer stops growing once it holds
+ * {@link s.MAX_CLAIM_ANSWER_BYTES}, so it never holds more than that plus one
+ * round (at most {@link MAX_CLAIM_ROUND} deliveries: about 31 MiB). The journal is asked in
+ * rounds, each a claim of its own at the same `now` for at most
+ * {@link MAX_CLAIM_ROUND} events (a claim of up to 160 events is one round),
+ * until `maxEvents` are claimed, the budget is spent, or a round comes back
+ * short (nothing more is claimable). A round leases only what it returns.
+ * Rounds at one `now` hand out what one claim of their total would: each
+ * takes the lowest positions still claimable (a key in flight is skipped by
+ * the next round as by the same claim).
+ *
+ * A failure of the first round is the claim's failure. A failure of a later
+ * one is logged and the claim answers what the rounds before it leased: those
+ * events are leased, and failing the request would leave them leased with no
+ * one holding their deliveries (and a client told the call failed may repeat
+ * it). The next claim gets what the failed round would have.
  */
 async function claimWithin(journal: UsageJournal, consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
   const deliveries: Delivery[] = [];
   let bytes = 0;
-  let largest = 1;
-  for (let ask = Math.min(options.maxEvents, FIRST_CLAIM_ROUND); ask > 0; ) {
-    const round = await journal.claim(consumer, { ...options, maxEvents: ask });
+  while (deliveries.length < options.maxEvents && bytes < s.MAX_CLAIM_ANSWER_BYTES) {
+    const ask = Math.min(options.maxEvents - deliveries.length, MAX_CLAIM_ROUND);
+    let round: Delivery[];
+    try {
+      round = await journal.claim(consumer, { ...options, maxEvents: ask });
+    } catch (error) {
+      if (deliveries.length === 0) throw error;
+      console.error(`isostore worker: a claim round failed after ${deliveries.length} deliveries were leased; answering those:`, error);
+      break;
+    }
     for (const delivery of round) {
-      const size = utf8Length(JSON.stringify(delivery));
-      bytes += size;
-      largest = Math.max(largest, size);
+      bytes += utf8Length(JSON.stringify(delivery));
       deliveries.push(delivery);
     }
     if (round.length < ask) break;
-    const room = Math.floor((s.MAX_CLAIM_ANSWER_BYTES - bytes) / largest);
-    ask = Math.min(options.maxEvents - deliveries.length, room);
   }
   return deliveries;
 }
@@ -555,7 +570,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       method: "post",
       path: "/v1/journals/{journal}/claim",
       summary: "Claim up to maxEvents deliverable events for a consumer",
-      description: `At most one event per ordering key is in flight; events stay leased until \`leaseExpiresAt\`. An answer holds about ${s.MAX_CLAIM_ANSWER_BYTES} bytes of deliveries at most (at least one delivery): fewer than \`maxEvents\` when the events are large, and nothing is leased that the answer does not hold. Needs \`consume\`.`,
+      description: `At most one event per ordering key is in flight; events stay leased until \`leaseExpiresAt\`. A claim of more than 160 events is served in rounds of at most 160, and stops once the answer holds ${s.MAX_CLAIM_ANSWER_BYTES} bytes of deliveries, so large events come back fewer than \`maxEvents\` (at least one; the answer is never over that and one round, about 31 MiB). Only what the answer holds is leased. Needs \`consume\`.`,
       security,
       middleware: scope("consume"),
       request: { params: s.JournalParamsSchema, ...body(s.ClaimBodySchema) },

@@ -175,10 +175,12 @@ export const AppendBatchAnswerSchema = z.object({
 });
 
 /**
- * About the most bytes of deliveries (their JSON) one claim answers: a claim of
- * large events answers fewer than `maxEvents` rather than an answer a Worker
- * cannot hold (10,000 events of 64 KiB would be over 600 MiB). At least one
- * delivery is always answered.
+ * The bytes of deliveries (their JSON) after which a claim over HTTP claims no
+ * more: a claim of more than 160 events goes in rounds of at most 160, and
+ * stops once its answer holds this much, so a claim of large events answers
+ * fewer than `maxEvents` rather than an answer a Worker cannot hold (10,000
+ * events of 64 KiB would be over 600 MiB). An answer is never over this plus
+ * one round (about 31 MiB), and holds at least one delivery when any is due.
  */
 export const MAX_CLAIM_ANSWER_BYTES = 8 * 1024 * 1024;
 

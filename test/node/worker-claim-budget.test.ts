@@ -1,12 +1,15 @@
 /**
- * A claim over HTTP answers about MAX_CLAIM_ANSWER_BYTES of deliveries at
- * most: a claim of large events gets fewer than `maxEvents`, and leases only
- * what its answer holds (the rest stays pending, claimable by the next claim).
- * Small events still come back as one answer of `maxEvents`.
+ * A claim over HTTP of more than 160 events goes in rounds of at most 160
+ * (each a claim of the journal at the same `now`) and stops once its answer
+ * holds MAX_CLAIM_ANSWER_BYTES: a claim of large events gets fewer than
+ * `maxEvents`, never more than the budget and one round, and leases only what
+ * its answer holds (the rest stays pending for the next claim). A round that
+ * fails after others leased events does not fail the claim: it answers what
+ * was leased.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
-import { createJournal, createUsageEvent, parseConsumerId, type Capacity } from "../../src/index.js";
+import { BackendError, createJournal, createUsageEvent, MAX_ORDERING_PART_LENGTH, parseConsumerId, type Capacity, type UsageJournal } from "../../src/index.js";
 import { createApp, MAX_CLAIM_ANSWER_BYTES } from "../../src/worker/index.js";
 
 const TOKEN = "claim-budget-token-0123456789";
@@ -14,11 +17,13 @@ const t0 = 1_700_000_000_000;
 const billing = parseConsumerId("billing");
 const CAPACITY: Capacity = { maxEvents: 10_000, maxDeliveryAttempts: 3, retainAcknowledgedMs: 60_000, policy: "refuse" };
 const rid = (n: number) => `0190f000-0000-7000-8000-${n.toString(16).padStart(12, "0")}`;
+/** The most one round can answer: 160 of the largest deliveries (64 Ki characters of 3 UTF-8 bytes, key parts of 6-byte escapes). */
+const ROUND_BYTES = 160 * (64 * 1024 * 3 + 4 * MAX_ORDERING_PART_LENGTH * 6 + 1024);
 
-function setup() {
+function setup(wrap: (journal: UsageJournal) => UsageJournal = (journal) => journal) {
   const journal = createJournal(memoryEngine(), { name: "usage", capacity: CAPACITY, clock: () => t0 });
   const app = createApp({
-    journals: { usage: { journal, consumers: ["billing"] } },
+    journals: { usage: { journal: wrap(journal), consumers: ["billing"] } },
     auth: { tokens: [{ name: "consumer", token: TOKEN, scopes: ["consume"] }] },
     clock: () => t0,
   });
@@ -32,14 +37,14 @@ function setup() {
     );
     expect(response.status).toBe(200);
     const text = await response.text();
-    return { bytes: new TextEncoder().encode(text).byteLength, deliveries: (JSON.parse(text) as { deliveries: { id: { event: string } }[] }).deliveries };
+    return { bytes: new TextEncoder().encode(text).byteLength, events: (JSON.parse(text) as { deliveries: { id: { event: string } }[] }).deliveries.map((d) => d.id.event) };
   };
-  /** `count` events of about `size` characters of data each, one ordering key each. */
-  const fill = async (count: number, size: number) => {
-    for (let n = 1; n <= count; n += 500) {
+  /** Events `from`..`to`, each with `text` as its data, one ordering key each. */
+  const fill = async (from: number, to: number, text: string) => {
+    for (let n = from; n <= to; n += 500) {
       const batch = [];
-      for (let k = n; k < Math.min(n + 500, count + 1); k++) {
-        batch.push(createUsageEvent({ record: { requestId: rid(k), namespace: "acme", subject: `user-${k}`, data: { text: "x".repeat(size) } }, observedAt: t0 }));
+      for (let k = n; k <= Math.min(n + 499, to); k++) {
+        batch.push(createUsageEvent({ record: { requestId: rid(k), namespace: "acme", subject: `user-${k}`, data: { text } }, observedAt: t0 }));
       }
       await journal.appendBatch(batch);
     }
@@ -47,32 +52,55 @@ function setup() {
   return { journal, claim, fill };
 }
 
+const range = (from: number, count: number) => Array.from({ length: count }, (_, i) => rid(from + i));
+
 describe("a claim over HTTP answers a bounded number of bytes", () => {
-  it("claims fewer than maxEvents of large events, leases exactly what it answers, and the next claim gets the rest in position order", async () => {
+  it("stops after the round that passes the budget, leases exactly what it answers, and the next claim gets the rest in position order", async () => {
     const { journal, claim, fill } = setup();
-    await fill(400, 60_000); // about 24 MB of deliveries
+    await fill(1, 400, "x".repeat(30_000)); // 160 of them fill 4.8 MB: the second round passes 8 MiB
     const first = await claim(400);
-    expect(first.deliveries.length).toBeGreaterThan(0);
-    expect(first.deliveries.length).toBeLessThan(400);
-    expect(first.bytes).toBeLessThanOrEqual(MAX_CLAIM_ANSWER_BYTES + 70_000);
-    expect(first.deliveries.map((delivery) => delivery.id.event)).toEqual(Array.from({ length: first.deliveries.length }, (_, i) => rid(i + 1)));
-    // Nothing leased beyond the answer: the rest is pending, not in flight.
-    expect(await journal.stats(billing)).toMatchObject({ inFlight: first.deliveries.length, pending: 400 - first.deliveries.length });
-    let claimed = first.deliveries.length;
-    while (claimed < 400) {
-      const next = await claim(400);
-      expect(next.deliveries.length).toBeGreaterThan(0);
-      expect(next.deliveries[0]!.id.event).toBe(rid(claimed + 1));
-      claimed += next.deliveries.length;
-    }
-    expect(claimed).toBe(400);
+    expect(first.events).toEqual(range(1, 320));
+    expect(first.bytes).toBeGreaterThan(MAX_CLAIM_ANSWER_BYTES);
+    expect(await journal.stats(billing)).toMatchObject({ inFlight: 320, pending: 80 });
+    expect((await claim(400)).events).toEqual(range(321, 80));
   });
 
-  it("still answers maxEvents of small events in one answer", async () => {
+  it("does not size later rounds by the small events it saw first: large ones after them stop the claim within the budget and one round", async () => {
     const { claim, fill } = setup();
-    await fill(2_000, 10);
-    const small = await claim(2_000);
-    expect(small.deliveries.map((delivery) => delivery.id.event)).toEqual(Array.from({ length: 2_000 }, (_, i) => rid(i + 1)));
-    expect(small.bytes).toBeLessThan(MAX_CLAIM_ANSWER_BYTES);
+    await fill(1, 20, "");
+    await fill(21, 400, "€".repeat(60_000)); // 180 KB each in UTF-8
+    const answer = await claim(10_000);
+    expect(answer.events).toEqual(range(1, 160));
+    expect(answer.bytes).toBeLessThan(MAX_CLAIM_ANSWER_BYTES + ROUND_BYTES);
+  });
+
+  it("answers what earlier rounds leased when a later round fails, rather than failing with them leased", async () => {
+    let calls = 0;
+    const failingSecond = (journal: UsageJournal): UsageJournal =>
+      new Proxy(journal, {
+        get: (target, name, receiver) =>
+          name === "claim"
+            ? async (...args: Parameters<UsageJournal["claim"]>) => {
+                if (++calls === 2) throw new BackendError("the storage object is overloaded", { retryable: true });
+                return target.claim(...args);
+              }
+            : (Reflect.get(target, name, receiver) as unknown),
+      });
+    const { journal, claim, fill } = setup(failingSecond);
+    await fill(1, 400, "x");
+    const logged = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    expect((await claim(400)).events).toEqual(range(1, 160));
+    expect(logged).toHaveBeenCalledTimes(1);
+    logged.mockRestore();
+    expect(await journal.stats(billing)).toMatchObject({ inFlight: 160, pending: 240 });
+    expect((await claim(400)).events).toEqual(range(161, 240));
+  });
+
+  it("answers maxEvents of small events in one answer, in position order", async () => {
+    const { claim, fill } = setup();
+    await fill(1, 2_000, "");
+    const answer = await claim(2_000);
+    expect(answer.events).toEqual(range(1, 2_000));
+    expect(answer.bytes).toBeLessThan(MAX_CLAIM_ANSWER_BYTES);
   });
 });
