@@ -226,6 +226,7 @@ import {
   checkPrune,
   MAX_KEPT_ATTEMPTS,
 } from "../../src/journal/arguments.js";
+import { waitOutMarks } from "../../src/cause-chain.js";
 import { backendError } from "./errors.js";
 import { fnv1a32, partitionOf } from "./hash.js";
 import type { DueEntry, IdReservation, PartitionConfig, RegistryVerdict, ReserveAnswer } from "./partition.js";
@@ -978,9 +979,12 @@ export class PartitionedJournal implements UsageJournal {
     const handed = got.reduce((sum, list) => sum + list.length, 0);
     // A failing partition must not cost the deliveries others already leased:
     // they are returned, and the failure is reported to onIgnoredError. With
-    // nothing to return, the (first) failure is the claim's error.
+    // nothing to return, a failure is the claim's error: one that says nothing
+    // committed (a full or overloaded object's marks) only when every failure
+    // says so, since a caller may repeat a claim that committed nothing, and
+    // another partition may have leased events and lost its reply.
     if (failures.length > 0) {
-      if (handed === 0) throw failures[0];
+      if (handed === 0) throw failures.find((failure) => waitOutMarks(failure) === undefined) ?? failures[0];
       for (const failure of failures) this.onIgnoredError(failure);
     }
     return mergeHeads(got, (a, b) => observedBefore(a.event, b.event), maxEvents).map(({ item }) => item);

@@ -15,6 +15,7 @@ import { DurableObjectEngineError, PartitionedJournal, PartitionedJournalMemory,
 import { ID_SETTLE_MS } from "../../adapters/durable-objects/partition.js";
 import { BackendError, createUsageEvent, parseConsumerId, type Capacity, type JsonValue, type UsageEvent } from "../../src/index.js";
 import { virtualClock } from "../../src/testing/index.js";
+import { waitOutMarks } from "../../src/cause-chain.js";
 
 const T0 = 1_700_000_000_000;
 const billing = parseConsumerId("billing");
@@ -598,6 +599,34 @@ describe("partitioned journal", () => {
     time.advance(2000);
     expect(await journal.prune({ now: time.now })).toEqual({ pruned: 0 });
     expect((await journal.claim(warehouse, { maxEvents: 10, leaseMs: 1000, now: time.now })).map((delivery) => delivery.id.event)).toEqual([rid(1)]);
+  });
+
+  it("fails a claim that leased nothing with a failure that says nothing committed only when every partition's failure says so", async () => {
+    const { journal, open } = fresh(2);
+    for (const [p, subject] of subjectsByPartition(journal, 1).flat().entries()) await journal.append(usage(p + 1, subject));
+    await journal.claim(billing, { maxEvents: 1, leaseMs: 1, now: T0 }); // registered in both partitions
+    const platform = {
+      overloaded: () => Object.assign(new Error("Durable Object is overloaded."), { overloaded: true, retryable: true }),
+      lost: () => Object.assign(new Error("Network connection lost."), { retryable: true }),
+    };
+    const failingWith = (first: keyof typeof platform, second: keyof typeof platform) =>
+      open(
+        2,
+        intercepted((method, object) => {
+          if (method === "claim") throw platform[object === journal.objectName(0) ? first : second]();
+        }),
+      );
+    const marksOf = async (claiming: PartitionedJournal) => {
+      const error = await claiming.claim(billing, { maxEvents: 10, leaseMs: 1000, now: T0 + 10 }).then(
+        () => expect.unreachable("the claim should fail"),
+        (failure: unknown) => failure,
+      );
+      return waitOutMarks(error);
+    };
+    // One partition overloaded (nothing committed there), the other's reply lost (it may have leased): the claim's outcome is unknown.
+    expect(await marksOf(failingWith("overloaded", "lost"))).toBeUndefined();
+    expect(await marksOf(failingWith("lost", "overloaded"))).toBeUndefined();
+    expect(await marksOf(failingWith("overloaded", "overloaded"))).toEqual({ overloaded: true });
   });
 
   describe("a request id is one event across partitions", () => {
