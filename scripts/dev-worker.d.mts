@@ -3,6 +3,8 @@ import type { ChildProcess } from "node:child_process";
 
 export declare const ROOT: string;
 export declare function freePort(): Promise<number>;
+/** Whether `port` on 127.0.0.1 is free to listen on. */
+export declare function portIsFree(port: number): Promise<boolean>;
 
 export interface DevWorkerOptions {
   port?: number;

@@ -23,6 +23,16 @@ export function freePort() {
   });
 }
 
+/** Whether `port` on 127.0.0.1 is free to listen on (false when another server holds it). */
+export function portIsFree(port) {
+  return new Promise((resolveFree) => {
+    const server = createServer();
+    server.unref();
+    server.once("error", () => resolveFree(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolveFree(true)));
+  });
+}
+
 /**
  * Run the worker. Options:
  * - `port` (default: a free one), `persistTo` (default: a fresh temp directory),
@@ -36,6 +46,8 @@ export function freePort() {
  */
 export async function startDevWorker(options = {}) {
   const port = options.port ?? (await freePort());
+  // Another server on the port would answer the health check below for a wrangler that then fails to listen.
+  if (!(await portIsFree(port))) throw new Error(`port ${port} on 127.0.0.1 is in use (another \`npm start\`?); free it or choose another with PORT=`);
   const persistTo = options.persistTo ?? mkdtempSync(join(tmpdir(), "isostore-dev-"));
   const args = ["dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persistTo, "--inspector-port", String(await freePort()), "--show-interactive-dev-session=false", "--log-level", options.logLevel ?? "warn"];
   const env = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true", NO_COLOR: "1" };
@@ -75,7 +87,8 @@ export async function startDevWorker(options = {}) {
     if (gone) throw new Error(`wrangler dev exited before it answered:\n${log}`);
     try {
       const answer = await fetch(`${url}/v1/health`);
-      if (answer.ok) break;
+      // Ours only while our wrangler still runs (it exits when it cannot listen).
+      if (answer.ok && !gone) break;
     } catch {
       // not listening yet
     }

@@ -4,7 +4,7 @@ import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ROOT, startDevWorker } from "./dev-worker.mjs";
+import { portIsFree, ROOT, startDevWorker } from "./dev-worker.mjs";
 
 const port = Number(process.env.PORT ?? 8787);
 const varsFile = join(ROOT, ".dev.vars");
@@ -24,6 +24,11 @@ function devToken() {
   return { token, created: true };
 }
 
+// Before building: a build empties web/dist, which a worker already running on the port serves.
+if (!(await portIsFree(port))) {
+  console.error(`isostore: port ${port} on 127.0.0.1 is in use (is \`npm start\` already running?). Stop it, or start on another port: PORT=8788 npm start`);
+  process.exit(1);
+}
 console.log("isostore: building the operator UI and the offline example (web/dist)...");
 for (const root of ["web", "examples/offline"]) execFileSync(join(ROOT, "node_modules", ".bin", "vite"), ["build", root], { cwd: ROOT, stdio: "inherit" });
 const { token, created } = devToken();
