@@ -53,7 +53,7 @@ async function record(count: number, subject = element<HTMLInputElement>("subjec
     if (refused && refused.status === "rejected") throw refused.error;
   }
   recorded += count;
-  render();
+  refreshWaiting();
   return ids;
 }
 
@@ -70,7 +70,7 @@ async function recordConflict(): Promise<void> {
   await target.appendBatch([record(2)]);
   await source.append(record(1));
   recorded += 1;
-  render();
+  refreshWaiting();
 }
 
 /**
@@ -108,7 +108,7 @@ async function startForwarder(): Promise<void> {
     });
     connectError = null;
     connectFailures = 0;
-    forwarder.addEventListener("progress", () => render());
+    forwarder.addEventListener("progress", () => refreshWaiting());
     forwarder.addEventListener("state", () => render());
     forwarder.addEventListener("batch", () => void renderRejected());
     forwarder.start();
@@ -135,6 +135,24 @@ function row(list: HTMLElement, term: string, value: string): void {
   list.append(dt, dd);
 }
 
+/** Events waiting in the outbox (pending and in flight), as its journal last said; null before the first read. */
+let waiting: number | null = null;
+
+/**
+ * Read how many events wait in the outbox, then show it. The forwarder's
+ * progress counts them only after a batch, and no batch runs while the page
+ * is offline or the worker is down, which is when they pile up.
+ */
+function refreshWaiting(): void {
+  void source.stats(consumer).then(
+    (stats) => {
+      waiting = stats.pending + stats.inFlight;
+      render();
+    },
+    () => undefined,
+  );
+}
+
 function render(): void {
   const status = element("status");
   status.replaceChildren();
@@ -142,7 +160,7 @@ function render(): void {
   row(status, "state", progress?.state ?? (connectError !== null ? "connecting" : "waiting for a token"));
   row(status, "recorded in this tab", String(recorded));
   row(status, "forwarded", String(progress?.forwarded ?? 0));
-  row(status, "pending", progress?.pending === null || progress === null ? "?" : String(progress.pending));
+  row(status, "waiting in the outbox", waiting === null ? "?" : String(waiting));
   row(status, "quarantined", String(progress?.quarantined ?? 0));
   row(status, "quarantined in the outbox (any reason)", progress?.quarantinedInSource === null || progress === null ? "?" : String(progress.quarantinedInSource));
   row(status, "last error", progress?.lastError ? `${progress.lastError.code ?? "error"}: ${progress.lastError.message}` : (connectError ?? "none"));
@@ -202,5 +220,6 @@ window.isostoreExample = {
 };
 
 render();
+refreshWaiting();
 void startForwarder();
 void renderRejected();

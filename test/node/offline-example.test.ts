@@ -101,6 +101,8 @@ describe("offline example: IndexedDB -> forwarder -> worker, in Chromium", () =>
     const offlineIds = await record(page, 500, "offline-user");
     await page.waitForFunction(() => (globalThis as unknown as ExampleWindow).isostoreExample.progress()?.state === "offline");
     expect(await pending(page)).toBe(500);
+    // The page shows them waiting, though no batch ran since they were recorded.
+    await page.waitForFunction(() => document.querySelector('dd[data-field="waiting in the outbox"]')?.textContent === "500");
     await context.setOffline(false);
     await waitDrained(page);
     let ids = await workerIds();
