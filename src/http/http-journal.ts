@@ -65,7 +65,7 @@ import {
   checkQuarantine,
 } from "../journal/arguments.js";
 import { BackendError, InvalidArgumentError, JournalError } from "../journal/errors.js";
-import { checkCapacity, checkInteger, checkJournalName, checkUsageEvent, createUsageEvent, parseConsumerId } from "../journal/event.js";
+import { checkCapacity, checkInteger, checkJournalName, checkUsageEvent, parseConsumerId, storedUsageEvent } from "../journal/event.js";
 import type {
   AckResult,
   AppendResult,
@@ -276,9 +276,9 @@ interface JsonEvent {
   readonly observedAt: number;
 }
 
-/** Rebuild a canonical, frozen event from its JSON. */
+/** Rebuild a canonical, frozen event from its JSON (a stored event: its `observedAt` may predate the bound on new ones). */
 function eventOf(json: JsonEvent): UsageEvent {
-  return createUsageEvent({ record: json.record, observedAt: json.observedAt });
+  return storedUsageEvent({ record: json.record, observedAt: json.observedAt });
 }
 
 type JsonQuarantined = Omit<QuarantinedEvent, "event"> & { event: JsonEvent };

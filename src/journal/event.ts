@@ -212,6 +212,21 @@ export interface ObservedRecord {
  * });
  */
 export function createUsageEvent(observed: ObservedRecord): UsageEvent {
+  return buildUsageEvent(observed, MAX_EPOCH_MS);
+}
+
+/**
+ * An event a journal already stored, rebuilt from its JSON (an HTTP answer):
+ * checked as {@link createUsageEvent} checks one, except that `observedAt`
+ * may be any non-negative safe integer. Events stored before times were
+ * bounded by {@link MAX_EPOCH_MS} may be later, and an answer holding one must
+ * still be read (a claim leases it, a quarantine listing shows it).
+ */
+export function storedUsageEvent(observed: ObservedRecord): UsageEvent {
+  return buildUsageEvent(observed, Number.MAX_SAFE_INTEGER);
+}
+
+function buildUsageEvent(observed: ObservedRecord, latest: number): UsageEvent {
   const record = (observed as { record?: unknown } | null | undefined)?.record as Partial<UsageRecord> | undefined;
   if (record === null || typeof record !== "object") {
     throw new InvalidEventError("", "record", "a usage event needs a record object");
@@ -235,16 +250,18 @@ export function createUsageEvent(observed: ObservedRecord): UsageEvent {
     throw new InvalidEventError(requestId, "data", `\`data\` is over ${MAX_RECORD_DATA_CHARS} characters of JSON`);
   }
   const observedAt = observed.observedAt;
-  if (!Number.isSafeInteger(observedAt) || observedAt < 0 || observedAt > MAX_EPOCH_MS) {
-    throw new InvalidEventError(requestId, "observed_at", `\`observedAt\` must be an integer of epoch milliseconds from 0 to ${MAX_EPOCH_MS} (what a Date holds)`);
+  if (!Number.isSafeInteger(observedAt) || observedAt < 0 || observedAt > latest) {
+    throw new InvalidEventError(requestId, "observed_at", `\`observedAt\` must be an integer of epoch milliseconds from 0 to ${latest}${latest === MAX_EPOCH_MS ? " (what a Date holds)" : ""}`);
   }
   const data = JSON.parse(canonical) as JsonValue;
-  return remember(deepFreeze({
+  const event: UsageEvent = deepFreeze({
     id: requestId,
     orderingKey: { namespace, subject },
     record: { requestId, namespace, subject, data },
     observedAt,
-  }));
+  });
+  // Only an event a journal would take now counts as checked: a stored one past the bound is refused if appended again.
+  return observedAt <= MAX_EPOCH_MS ? remember(event) : event;
 }
 
 /**

@@ -15,7 +15,7 @@ import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { HttpError, HttpJournal, type FetchLike, type HttpJournalOptions } from "../../src/http/index.js";
 import type { JournalError} from "../../src/index.js";
-import { BackendError, BILLING_GRADE, createJournal, createUsageEvent, newRequestId, parseConsumerId, type AppendResult } from "../../src/index.js";
+import { BackendError, BILLING_GRADE, createJournal, createUsageEvent, MAX_EPOCH_MS, newRequestId, parseConsumerId, type AppendResult } from "../../src/index.js";
 import { createApp, type Scope } from "../../src/worker/index.js";
 import { rejection } from "./support/rejection.js";
 
@@ -250,5 +250,17 @@ describe("HttpJournal: batched appends", () => {
     expect(positions).toEqual([1, 2, 3, 4]);
     expect(mostInFlight()).toBe(1);
     expect(requests.map((request) => request.route)).toEqual(["append-batch", "append-batch"]);
+  });
+});
+
+describe("HttpJournal: events stored before times were bounded", () => {
+  it("reads an answer holding an event observed after MAX_EPOCH_MS (stored before the bound), and still refuses to append it", async () => {
+    const stored = { record: { requestId: "0190f100-0000-7000-8000-000000000001", namespace: "acme", subject: "user-1", data: { tokens: 1 } }, observedAt: MAX_EPOCH_MS + 1 };
+    const delivery = { id: { consumer: "billing", event: stored.record.requestId, attempt: 1 }, event: { id: stored.record.requestId, orderingKey: { namespace: "acme", subject: "user-1" }, ...stored }, leaseExpiresAt: 5 };
+    const fetch: FetchLike = async () => ({ status: 200, headers: { get: () => null }, text: async () => JSON.stringify({ deliveries: [delivery] }) });
+    const journal = new HttpJournal({ baseUrl: "http://isostore.test", journal: "usage", token: TOKEN, fetch, capacity: BILLING_GRADE, mode: "billing_grade", batching: false });
+    const [claimed] = await journal.claim(billing, { maxEvents: 1, leaseMs: 1000, now: 0 });
+    expect(claimed!.event.observedAt).toBe(MAX_EPOCH_MS + 1);
+    expect(await rejection(journal.append(claimed!.event))).toMatchObject({ code: "invalid_event", rule: "observed_at" });
   });
 });
