@@ -303,6 +303,13 @@ describe("web UI: overview", () => {
   };
   const cardValue = (stat: string) => container.querySelector(`[data-stat=${stat}] .stat-value`)?.textContent;
 
+  it("tells the operator that Search matches keys as stored, without the quotes the list shows", async () => {
+    await mountReview();
+    const search = page.getByRole("searchbox", { name: "Search" }).element() as HTMLInputElement;
+    const help = document.getElementById(search.getAttribute("aria-describedby") ?? "");
+    expect(help?.textContent).toContain("without the quotes the list shows");
+  });
+
   it("describes Dropped as the journal-wide lifetime count of events lost to drop_oldest, under refuse too", async () => {
     fake.stats = { ...fake.stats, dropped: 4, capacity: { ...fake.stats.capacity, policy: "refuse" } };
     mountOverview().start();

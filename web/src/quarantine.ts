@@ -67,7 +67,15 @@ export class QuarantineReview {
   readonly #pageLabel = el("span", { class: "muted" });
   readonly #newer = button("← Newer", () => void this.#goPage(-1), { class: "button" });
   readonly #older = button("Older →", () => void this.#goPage(1), { class: "button" });
-  readonly #queryInput = el("input", { id: "filter-query", name: "query", type: "search", autocomplete: "off", maxlength: 200, placeholder: "request id, key or reason" });
+  readonly #queryInput = el("input", {
+    id: "filter-query",
+    name: "query",
+    type: "search",
+    autocomplete: "off",
+    maxlength: 200,
+    placeholder: "request id, key or reason",
+    "aria-describedby": "filter-query-help",
+  });
   readonly #reasonSelect = el(
     "select",
     { id: "filter-reason", name: "reason" },
@@ -110,6 +118,11 @@ export class QuarantineReview {
         { class: "field-actions" },
         el("button", { type: "submit", class: "button primary" }, "Apply filter"),
         button("Clear", () => this.#clearFilter(), { class: "button" }),
+      ),
+      el(
+        "p",
+        { id: "filter-query-help", class: "muted small filter-help" },
+        "Search finds text as stored, anywhere in the request id, the ordering key (namespace/subject) or the reason, ignoring case: type a key's parts without the quotes the list shows.",
       ),
       el(
         "p",
