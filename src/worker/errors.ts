@@ -107,6 +107,16 @@ export const STATUS_OF: Readonly<Record<JournalErrorCode | StorageErrorCode | Ap
   append_verify_failed: 504,
 });
 
+/** Storage codes of a mutation whose outcome is unknown (504): answered `retryable: false`, with no `fields.retryable`. */
+const UNKNOWN_OUTCOME_CODES: ReadonlySet<string> = new Set(["ambiguous", "ordered_ambiguous", "append_verify_failed"]);
+
+/** `fields` without the lost reply's own `retryable`. */
+function withoutRetryable(fields: Record<string, unknown>): Record<string, unknown> {
+  if (!("retryable" in fields)) return fields;
+  const { retryable: _dropped, ...rest } = fields;
+  return rest;
+}
+
 /** Seconds a client is told to wait (`Retry-After`) before retrying a 503. */
 export const RETRY_AFTER_SECONDS = 1;
 
@@ -226,12 +236,16 @@ function typedAnswer(error: unknown): { status: number; headers: Record<string, 
   }
   if (error instanceof StorageError) {
     const wire = encodeStorageError(error);
-    const retryable = storageRetryable(error) || (error.code === "backend" && waitsOut(error));
+    // An unknown outcome is never retryable as such, whatever the lost reply's own failure says: a blind
+    // retry of a compare-and-swap that applied fails as a conflict. The client reads the outcome first.
+    const unknownOutcome = UNKNOWN_OUTCOME_CODES.has(error.code);
+    const retryable = !unknownOutcome && (storageRetryable(error) || (error.code === "backend" && waitsOut(error)));
     const known = (STATUS_OF as Readonly<Record<string, number>>)[error.code] ?? 500;
     // As for journals: a backend failure that will not go away by itself is a 500; a retryable one a 503 with Retry-After.
     const status = error.code === "backend" && !retryable ? 500 : known;
     const headers: Record<string, string> = status === 503 ? { "retry-after": String(RETRY_AFTER_SECONDS) } : {};
-    return { status, headers, body: { error: { code: wire.code, message: wire.message, retryable, name: wire.type, fields: wire.fields } } };
+    const fields = unknownOutcome ? withoutRetryable(wire.fields) : wire.fields;
+    return { status, headers, body: { error: { code: wire.code, message: wire.message, retryable, name: wire.type, fields } } };
   }
   return {
     status: 500,

@@ -91,7 +91,16 @@ describe("server faults over HTTP", () => {
       const id = /error ([0-9a-f]{8})\)$/.exec(answer.body.error.message)?.[1];
       expect(String(logged.at(-1)?.[0])).toContain(`[${id!}]`);
     }
-    expect(errorAnswer(new AmbiguousError("orders", 3, Object.assign(new Error(SECRET), { retryable: true }))).body.error.fields).toMatchObject({ retryable: true });
+  });
+
+  it("an unknown outcome (504) is never retryable as such, even when its lost reply's failure was: a blind retry of a compare-and-swap that applied fails as a conflict", () => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const lostReply = () => Object.assign(new Error("Network connection lost."), { retryable: true });
+    for (const error of [new AmbiguousError("orders", 3, lostReply()), new AppendVerifyError("orders", 4, lostReply())]) {
+      const { status, body } = errorAnswer(error);
+      expect([status, body.error.retryable]).toEqual([504, false]);
+      expect(body.error.fields).not.toHaveProperty("retryable");
+    }
   });
 
   it("an overloaded Durable Object or a full one is a 503 with Retry-After, retryable (waited out), not a 500 (the request's fault)", async () => {
