@@ -31,8 +31,12 @@ const base64 = (maxBytes: number, description: string) =>
     .refine(isBase64, "standard base64 with padding")
     .openapi({ description: `${description}: standard base64 with padding, at most ${maxBytes} bytes`, format: "byte" });
 
-/** A storage name inside a body or query (the store checks its grammar). */
-const name = (description: string) => z.string().max(4 * MAX_NAME_BYTES).openapi({ description });
+/**
+ * A storage name inside a body or query. The store checks its grammar, its
+ * length included, so that every refusal is the store's typed `invalid_name`
+ * with its rule (the body cap bounds the text).
+ */
+const name = (description: string) => z.string().openapi({ description });
 /**
  * A number the store checks (a safe integer in range), so that a refusal is
  * the store's typed error, in the store's order of checks. `null` is taken
@@ -99,7 +103,6 @@ const segment = (what: string, example: string) =>
   z
     .string()
     .min(1)
-    .max(4 * MAX_NAME_BYTES)
     .openapi({ description: `${what} (storage name grammar), as ONE path segment: \`encodeURIComponent(name)\`, so \`/\` is sent as \`%2F\``, example });
 
 /** `{store}`. */
@@ -149,7 +152,7 @@ export const KvPutAnswerSchema = z.object({ rev: z.number().int().openapi({ desc
 export const KvEntrySchema = z.object({ value: z.string().openapi({ format: "byte", description: "base64" }), rev: z.number().int() }).openapi("KvEntry");
 
 export const PrefixQuerySchema = z.strictObject({
-  prefix: z.string().max(MAX_NAME_BYTES).optional().openapi({ description: "list the keys that start with it (default: all)" }),
+  prefix: z.string().optional().openapi({ description: `list the keys that start with it (default: all); at most ${MAX_NAME_BYTES} bytes of UTF-8, as a name` }),
 });
 export const KeysAnswerSchema = z.object({ keys: z.array(z.string()).openapi({ description: "ascending and duplicate-free" }) });
 export const StoreEmptyAnswerSchema = z.object({});
@@ -161,7 +164,7 @@ export const OrderedIdSchema = z
   .strictObject({
     namespace: name("storage name grammar"),
     orderingScope: name("storage name grammar"),
-    stableKey: z.string().max(4 * MAX_STABLE_KEY_BYTES).openapi({ description: `opaque, 1..${MAX_STABLE_KEY_BYTES} bytes of UTF-8` }),
+    stableKey: z.string().openapi({ description: `opaque, 1..${MAX_STABLE_KEY_BYTES} bytes of UTF-8 (the index refuses others as \`invalid_stable_key\`)` }),
   })
   .openapi("OrderedId");
 export const RankSchema = z

@@ -145,6 +145,15 @@ describe("store routes: ledger", () => {
     const badStore = await call("GET", `/v1/stores/${seg("Tenants/acme")}/ledgers/x/tip`);
     expect([badStore.status, badStore.json.error?.code, badStore.json.error?.fields]).toEqual([400, "invalid_name", { name: "Tenants/acme", rule: "segment_start" }]);
     expect((await call("GET", `/v1/stores/${seg("a//b")}/ledgers/x/tip`)).json.error?.fields).toEqual({ name: "a//b", rule: "empty_segment" });
+    // However long: the store's typed refusal with its rule, not the transport's invalid_request.
+    for (const long of ["k".repeat(513), "k".repeat(5000)]) {
+      for (const path of [`${acme}/kv/${seg(long)}`, `${acme}/kv?prefix=${seg(long)}`, `${acme}/ledgers/${seg(long)}/tip`]) {
+        const refused = await call("GET", path);
+        expect([refused.status, refused.json.error?.code, refused.json.error?.fields?.["rule"]]).toEqual([400, "invalid_name", "too_long"]);
+      }
+    }
+    const longKey = await call("POST", `${acme}/ordered/get`, { body: { id: { namespace: "jobs", orderingScope: "inbox", stableKey: "k".repeat(5000) } } });
+    expect([longKey.status, longKey.json.error?.code, longKey.json.error?.fields?.["rule"]]).toEqual([400, "invalid_stable_key", "too_long"]);
     const negative = await call("POST", `${acme}/ledgers/log/append`, { body: { expected: -1, payload: "" } });
     expect([negative.status, negative.json.error?.code, negative.json.error?.fields?.["argument"]]).toEqual([400, "invalid_argument", "expected"]);
     const notBase64 = await call("POST", `${acme}/ledgers/log/append`, { body: { expected: 0, payload: "not base64!" } });
