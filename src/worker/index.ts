@@ -31,6 +31,7 @@ export { MAX_STORE_BODY_BYTES } from "./store-routes.js";
 export { MAX_LEDGER_PAGE_BYTES, MAX_LEDGER_PAGE_RECORDS } from "./store-schemas.js";
 export {
   usageJournal,
+  UsageReportedLateError,
   type ReportedUsage,
   type UsageCounters,
   type UsageJournalMiddleware,
