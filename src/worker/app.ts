@@ -226,7 +226,11 @@ const MAX_CLAIM_ROUND = 160;
  * short (nothing more is claimable). A round leases only what it returns.
  * Rounds at one `now` hand out what one claim of their total would: each
  * takes the lowest positions still claimable (a key in flight is skipped by
- * the next round as by the same claim).
+ * the next round as by the same claim). The answer is the rounds one after
+ * the other: in the journal's claim order within each round (a
+ * `PartitionedJournal` merges its partitions by `observedAt` per claim, so
+ * per round here), and each round costs the journal a claim (for a
+ * partitioned one, a call per partition that has events).
  *
  * A failure of the first round is the claim's failure. A failure of a later
  * one is logged and the claim answers what the rounds before it leased: those

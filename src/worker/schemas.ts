@@ -90,7 +90,13 @@ export const UsageEventSchema = z
     id: RequestIdSchema,
     orderingKey: z.object({ namespace: z.string(), subject: z.string() }),
     record: RecordSchema,
-    observedAt: epochMs,
+    // Answers hold stored events, and events stored before times were bounded by MAX_EPOCH_MS may be later.
+    observedAt: z
+      .number()
+      .int()
+      .min(0)
+      .max(Number.MAX_SAFE_INTEGER)
+      .openapi({ description: `epoch ms; events appended now are at most ${MAX_EPOCH_MS}, but one stored before that bound may be later (up to 2^53 - 1)` }),
   })
   .openapi("UsageEvent");
 

@@ -106,6 +106,8 @@ describe("times over HTTP: integers from 0 to 8.64e15", () => {
     const { call } = setup();
     const doc = (await call("GET", "/v1/openapi.json")).json as { components: { schemas: Record<string, { properties: Record<string, { maximum?: number; minimum?: number }> }> }; paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: { properties?: Record<string, { maximum?: number; minimum?: number }> } }> } }>> };
     expect(doc.components.schemas["ObservedRecord"]!.properties["observedAt"]).toMatchObject({ minimum: 0, maximum: MAX_EPOCH_MS });
+    // Answers hold stored events, which may predate the bound: their schema takes any safe integer.
+    expect(doc.components.schemas["UsageEvent"]!.properties["observedAt"]).toMatchObject({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
     const bodies = ["/v1/journals/{journal}/claim", "/v1/journals/{journal}/extend", "/v1/journals/{journal}/nack", "/v1/journals/{journal}/prune", "/v1/journals/{journal}/consumers/{consumer}/quarantined/bulk"];
     for (const path of bodies) {
       const schema = doc.paths[path]!["post"]!.requestBody!.content["application/json"]!.schema;
