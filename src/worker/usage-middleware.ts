@@ -5,21 +5,25 @@
  * At acceptance the middleware fixes the request's id. A client that may
  * retry sends its own in `x-request-id`: a UUIDv7 (RFC 9562, hyphenated, in
  * any letter case; it is used in lowercase), the same on every retry of one
- * request, so the retry is journaled (billed) once. A header that is not a
- * UUIDv7 (a version 4 id from `crypto.randomUUID()`, say) is answered 400
- * `invalid_request` (argument `x-request-id`) before the handler runs,
- * rather than replaced by a fresh id each try, which would bill every retry
- * again. Without the header the middleware mints a UUIDv7. The id is on the
+ * request, so the retry is journaled (billed) once. In `billing_grade` mode
+ * a header that is not a UUIDv7 (a version 4 id from `crypto.randomUUID()`,
+ * say) is answered 400 `invalid_request` (argument `x-request-id`) before the
+ * handler runs, rather than replaced by a fresh id each try, which would bill
+ * every retry again; in `telemetry_grade` mode (no retry to protect; proxies
+ * set such headers) it is replaced by a minted id. Without the header the
+ * middleware mints a UUIDv7. The id is on the
  * context (`c.get("requestId")`) and on the response (`x-request-id`). The
  * handler reports usage with `c.get("reportUsage")(value)` before it returns
  * its response; after the handler, `toRecord` turns the value into
  * `{ namespace, subject, data }` and the event is appended with the
  * acceptance time as `observedAt`. Once the handler has returned, the
  * response is settled: a later report (a streamed handler reporting at the
- * end of its stream) throws {@link UsageReportedLateError} and counts in
- * `counters.late`, instead of being dropped without a word. A streamed
- * handler that bills must therefore know its usage before it returns (or
- * report an estimate up front).
+ * end of its stream) counts in `counters.late` instead of being dropped
+ * without a word; in `billing_grade` mode it throws
+ * {@link UsageReportedLateError}, in `telemetry_grade` mode that error goes
+ * to `onDropped` (counted dropped) and the stream goes on. A streamed handler
+ * that bills must therefore know its usage before it returns (or report an
+ * estimate up front).
  *
  * - `billing_grade`: the append finishes before the response is settled. It
  *   needs a journal whose `mode` is `billing_grade` (durable storage) and
@@ -105,7 +109,8 @@ export interface UsageVariables<U> {
   /**
    * Report the request's usage, before the handler returns its response (a
    * later call in the same handler replaces the value). A call after the
-   * response was settled throws {@link UsageReportedLateError}.
+   * response was settled throws {@link UsageReportedLateError} in
+   * `billing_grade` mode, and is counted dropped in `telemetry_grade` mode.
    */
   reportUsage: (usage: U) => void;
 }
@@ -157,7 +162,7 @@ export interface UsageCounters {
   refused: number;
   /** Billing-grade requests not served because their id was already used (409 `duplicate_request`). */
   duplicates: number;
-  /** Usage reports refused because they came after the response was settled (each threw {@link UsageReportedLateError}). */
+  /** Usage reports refused because they came after the response was settled ({@link UsageReportedLateError}: thrown in billing grade, dropped in telemetry grade). */
   late: number;
 }
 
@@ -329,12 +334,22 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
   if (typeof scheduler !== "object" || scheduler === null || typeof scheduler.setTimeout !== "function" || typeof scheduler.clearTimeout !== "function") {
     throw new InvalidArgumentError("scheduler", "must have setTimeout and clearTimeout functions");
   }
-  const onDropped = options.onDropped ?? ((error: unknown, requestId: string) => console.warn(`isostore: usage event ${requestId} dropped:`, error));
+  const reportDropped = options.onDropped ?? ((error: unknown, requestId: string) => console.warn(`isostore: usage event ${requestId} dropped:`, error));
+  /** Tell `onDropped`; a callback that throws never fails the response nor leaves a rejection unhandled. */
+  const onDropped = (error: unknown, requestId: string): void => {
+    try {
+      reportDropped(error, requestId);
+    } catch (failure) {
+      console.error(`isostore: onDropped threw for usage event ${requestId}:`, failure);
+    }
+  };
   const counters: UsageCounters = { appended: 0, dropped: 0, refused: 0, duplicates: 0, late: 0 };
 
   const middleware: MiddlewareHandler<{ Variables: UsageVariables<U> }> = async (c, next) => {
     const acceptedAt = clock();
-    const sent = sentRequestId(c);
+    // Telemetry grade has no retry to protect: an id it cannot use (a proxy's v4, say) is replaced, as one never sent.
+    const header = sentRequestId(c);
+    const sent = header === null && options.mode === "telemetry_grade" ? undefined : header;
     if (sent === null) {
       // Not served: a fresh id for each try of one request would bill every retry again.
       const { status, body } = errorAnswer(
@@ -355,9 +370,14 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
     c.set("requestId", requestId);
     c.set("reportUsage", (usage: U) => {
       if (settled) {
-        // The usage is read once the handler has returned: a later report would be lost without a word.
+        // The usage is read once the handler has returned: a later report would be lost without a word. Billing
+        // grade throws (the handler must report first); telemetry grade loses that event, told, and goes on.
         counters.late += 1;
-        throw new UsageReportedLateError(requestId);
+        const late = new UsageReportedLateError(requestId);
+        if (options.mode === "billing_grade") throw late;
+        counters.dropped += 1;
+        onDropped(late, requestId);
+        return;
       }
       reported = { value: usage };
     });
@@ -396,6 +416,11 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
     let journalFailure: unknown = null;
     try {
       journal = typeof options.journal === "function" ? options.journal(c) : options.journal;
+      if (typeof journal !== "object" || journal === null) {
+        const got = journal === null ? "null" : typeof journal;
+        journal = null;
+        throw new TypeError(`the journal function returned ${got}, not a journal`);
+      }
     } catch (error) {
       journalFailure = error;
     }

@@ -1,8 +1,9 @@
 /**
  * `usageJournal`, what a billing-grade answer promises: usage reported after
- * the response throws (never dropped without a word); a journal that drops
- * events when full is refused like a telemetry-grade one; the client's
- * `x-request-id` is a UUIDv7 in any letter case, anything else a 400; a
+ * the response throws (never dropped without a word; telemetry grade counts
+ * it dropped); a journal that drops events when full is refused like a
+ * telemetry-grade one; the client's `x-request-id` is a UUIDv7 in any letter
+ * case, anything else a 400 (telemetry grade mints one instead); a
  * failed append says whether the usage may have been journaled; a request id
  * already used is a `duplicate_request` even when its usage differs; a stuck
  * journal is waited for `appendTimeoutMs` at most; a failing `toRecord` is a
@@ -70,33 +71,50 @@ afterEach(() => {
 });
 
 describe("usageJournal: usage reported after the response was settled", () => {
-  for (const mode of ["billing_grade", "telemetry_grade"] as const) {
-    it(`${mode}: a streamed handler reporting at the end of its stream gets a UsageReportedLateError, counted in late, and nothing is journaled`, async () => {
-      const journal = billingJournal();
-      const app = new Hono<{ Variables: UsageVariables<Usage> }>();
-      const middleware = usageJournal<Usage>({ journal, mode, toRecord: (usage) => ({ namespace: "acme", subject: "u1", data: usage }) });
-      app.use("/api/*", middleware);
-      let late: unknown = null;
-      app.post("/api/stream", (c) =>
-        streamText(c, async (stream) => {
-          await stream.write("hello");
-          try {
-            c.get("reportUsage")({ tokens: 1 });
-          } catch (error) {
-            late = error;
-          }
-        }),
-      );
-      const response = await app.request("/api/stream", { method: "POST" });
-      expect([response.status, await response.text()]).toEqual([200, "hello"]);
-      await new Promise((resolve) => setTimeout(resolve, 0));
-      expect(late).toBeInstanceOf(UsageReportedLateError);
-      expect(late).toMatchObject({ code: "usage_reported_late", requestId: response.headers.get("x-request-id") });
-      expect((late as Error).message).toMatch(/^usage reported after the response was settled: report it before returning the response/);
-      expect(middleware.counters).toMatchObject({ appended: 0, late: 1 });
-      expect(await pending(journal)).toBe(0);
-    });
+  /** A streamed handler that writes, reports its usage, then writes more; what the report threw, if anything. */
+  function streaming(mode: "billing_grade" | "telemetry_grade", onDropped?: (error: unknown) => void) {
+    const journal = billingJournal();
+    const app = new Hono<{ Variables: UsageVariables<Usage> }>();
+    const middleware = usageJournal<Usage>({ journal, mode, toRecord: (usage) => ({ namespace: "acme", subject: "u1", data: usage }), ...(onDropped ? { onDropped } : {}) });
+    app.use("/api/*", middleware);
+    const thrown: { error: unknown } = { error: null };
+    app.post("/api/stream", (c) =>
+      streamText(c, async (stream) => {
+        await stream.write("hello");
+        try {
+          c.get("reportUsage")({ tokens: 1 });
+        } catch (error) {
+          thrown.error = error;
+        }
+        await stream.write(" world");
+      }),
+    );
+    return { journal, middleware, thrown, request: () => app.request("/api/stream", { method: "POST" }) };
   }
+
+  it("billing_grade: a streamed handler reporting at the end of its stream gets a UsageReportedLateError, counted in late, and nothing is journaled", async () => {
+    const { journal, middleware, thrown, request } = streaming("billing_grade");
+    const response = await request();
+    expect([response.status, await response.text()]).toEqual([200, "hello world"]);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(thrown.error).toBeInstanceOf(UsageReportedLateError);
+    expect(thrown.error).toMatchObject({ code: "usage_reported_late", requestId: response.headers.get("x-request-id") });
+    expect((thrown.error as Error).message).toMatch(/^usage reported after the response was settled: report it before returning the response/);
+    expect(middleware.counters).toMatchObject({ appended: 0, late: 1 });
+    expect(await pending(journal)).toBe(0);
+  });
+
+  it("telemetry_grade: a late report does not throw into the stream (it goes on to its end); the event is counted late and dropped, and onDropped is told", async () => {
+    const dropped: unknown[] = [];
+    const { journal, middleware, thrown, request } = streaming("telemetry_grade", (error) => dropped.push(error));
+    const response = await request();
+    expect([response.status, await response.text()]).toEqual([200, "hello world"]);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(thrown.error).toBeNull();
+    expect(dropped).toEqual([expect.any(UsageReportedLateError)]);
+    expect(middleware.counters).toMatchObject({ appended: 0, late: 1, dropped: 1 });
+    expect(await pending(journal)).toBe(0);
+  });
 
   it("a report before the handler returns is journaled as before (and late stays 0)", async () => {
     const journal = billingJournal();
@@ -104,6 +122,49 @@ describe("usageJournal: usage reported after the response was settled", () => {
     expect((await post(app)).status).toBe(200);
     expect(await pending(journal)).toBe(1);
     expect(counters).toEqual({ appended: 1, dropped: 0, refused: 0, duplicates: 0, late: 0 });
+  });
+});
+
+describe("usageJournal: telemetry grade and misbehaving callbacks", () => {
+  it("telemetry_grade: an x-request-id it cannot use (a proxy's v4) is replaced by a minted id, and the request is served", async () => {
+    const journal = billingJournal();
+    const { app, counters } = appWith({ journal, mode: "telemetry_grade" });
+    const answer = await post(app, { "x-request-id": crypto.randomUUID() });
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get("x-request-id")).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);
+    await vi.waitFor(() => expect(counters.appended).toBe(1));
+  });
+
+  it("billing_grade: a journal function that returns no journal (a missing binding) is the documented JSON 500 backend, counted refused", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const { app, counters, runs } = appWith({ journal: (() => undefined) as never });
+    const answer = await post(app);
+    expect([answer.status, answer.headers.get("content-type")?.split(";")[0]]).toEqual([500, "application/json"]);
+    expect(((await answer.json()) as ErrorAnswer).error).toMatchObject({ code: "backend", retryable: false });
+    expect(runs.count).toBe(1);
+    expect(counters).toMatchObject({ refused: 1, appended: 0 });
+  });
+
+  it("telemetry_grade: an onDropped that throws never fails the response nor leaves a rejection unhandled", async () => {
+    const logged = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const throwing = () => {
+        throw new Error("the callback broke");
+      };
+      const badRecord = appWith({ journal: billingJournal(), mode: "telemetry_grade", toRecord: () => ({ namespace: "", subject: "u1", data: {} }), onDropped: throwing });
+      expect((await post(badRecord.app)).status).toBe(200);
+      const failingAppend = appWith({ journal: withAppend(billingJournal(), () => Promise.reject(new Error("down"))), mode: "telemetry_grade", onDropped: throwing });
+      expect((await post(failingAppend.app)).status).toBe(200);
+      await vi.waitFor(() => expect(failingAppend.counters.dropped).toBe(1));
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(unhandled).toEqual([]);
+      expect(logged).toHaveBeenCalledTimes(2);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
   });
 });
 
