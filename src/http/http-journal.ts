@@ -93,6 +93,7 @@ import type {
 } from "../journal/types.js";
 import { decodeAcks, decodeBatch, decodeError, type WireAckResult, type WireBatchResult, type WireError } from "../journal/wire.js";
 import { utf8Length } from "../storage/names.js";
+import { MAX_TIMER_DELAY_MS } from "../storage/leaser.js";
 import type { AbortSignalLike } from "../storage/options.js";
 import { newAbortController } from "../storage/web.js";
 
@@ -219,8 +220,6 @@ const JOURNAL_CODES = new Set(["at_capacity", "conflict", "not_outstanding", "qu
 /** The default timeout of one try (see {@link HttpJournalOptions.timeoutMs}). */
 const DEFAULT_TIMEOUT_MS = 30_000;
 
-/** `setTimeout`'s longest delay; a longer one would fire at once. */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * The most bytes of one `append-batch` body (coalesced appends, or a part of
@@ -365,10 +364,10 @@ export class HttpJournal implements UsageJournal {
     this.attemptsPerCall = retry.attempts ?? 4;
     if (!Number.isSafeInteger(this.attemptsPerCall) || this.attemptsPerCall < 1 || this.attemptsPerCall > 20) throw new InvalidArgumentError("retry.attempts", "must be an integer from 1 to 20");
     // Delays are checked here, not where they are used: a bad one would fail a later call untyped, or fire a timer at once.
-    this.baseDelayMs = checkInteger("retry.baseDelayMs", retry.baseDelayMs ?? 100, 0, MAX_TIMER_MS);
-    this.maxDelayMs = checkInteger("retry.maxDelayMs", retry.maxDelayMs ?? 5000, 0, MAX_TIMER_MS);
+    this.baseDelayMs = checkInteger("retry.baseDelayMs", retry.baseDelayMs ?? 100, 0, MAX_TIMER_DELAY_MS);
+    this.maxDelayMs = checkInteger("retry.maxDelayMs", retry.maxDelayMs ?? 5000, 0, MAX_TIMER_DELAY_MS);
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    if (!Number.isSafeInteger(this.timeoutMs) || this.timeoutMs < 0 || this.timeoutMs > MAX_TIMER_MS) throw new InvalidArgumentError("timeoutMs", `must be an integer from 0 (none) to ${MAX_TIMER_MS}`);
+    if (!Number.isSafeInteger(this.timeoutMs) || this.timeoutMs < 0 || this.timeoutMs > MAX_TIMER_DELAY_MS) throw new InvalidArgumentError("timeoutMs", `must be an integer from 0 (none) to ${MAX_TIMER_DELAY_MS}`);
     const sleep = options.sleep;
     if (sleep !== undefined && typeof sleep !== "function") throw new InvalidArgumentError("sleep", "must be a function of a delay in ms");
     // An injected sleep is called as documented, with the delay alone.
@@ -379,7 +378,7 @@ export class HttpJournal implements UsageJournal {
     const batching = options.batching === false ? {} : (options.batching ?? {});
     this.batchMax = batching.maxEvents ?? 100;
     if (!Number.isSafeInteger(this.batchMax) || this.batchMax < 1 || this.batchMax > 1000) throw new InvalidArgumentError("batching.maxEvents", "must be an integer from 1 to 1000");
-    this.batchDelayMs = checkInteger("batching.maxDelayMs", batching.maxDelayMs ?? 0, 0, MAX_TIMER_MS);
+    this.batchDelayMs = checkInteger("batching.maxDelayMs", batching.maxDelayMs ?? 0, 0, MAX_TIMER_DELAY_MS);
   }
 
   /**

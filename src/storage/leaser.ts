@@ -114,7 +114,8 @@ export interface LeaserOptions {
   readonly onRenewError?: ((error: unknown) => void) | undefined;
 }
 
-function globalScheduler(): Scheduler {
+/** The host's own `setTimeout` and `clearTimeout`, as a {@link Scheduler}: the default of every timer user. */
+export function globalScheduler(): Scheduler {
   const host = globalThis as unknown as { setTimeout: (callback: () => void, ms: number) => unknown; clearTimeout: (handle: unknown) => void };
   return { setTimeout: (callback, ms) => host.setTimeout(() => void callback(), ms), clearTimeout: (handle) => host.clearTimeout(handle) };
 }
@@ -138,7 +139,7 @@ export function checkScheduler(argument: string, scheduler: Scheduler | undefine
  * The longest delay timers take: Node, browsers and workerd run a
  * `setTimeout` of more than 2^31 - 1 ms after 1 ms instead.
  */
-const MAX_TIMER_DELAY_MS = 0x7fffffff;
+export const MAX_TIMER_DELAY_MS = 0x7fffffff;
 
 /**
  * `ms` as a timer delay: not negative, and at most {@link MAX_TIMER_DELAY_MS}

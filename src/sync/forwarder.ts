@@ -35,7 +35,7 @@ import { InvalidArgumentError } from "../journal/errors.js";
 import { parseConsumerId } from "../journal/event.js";
 import { MAX_BATCH_EVENTS, MAX_LEASE_MS } from "../journal/journal.js";
 import type { ConsumerId, UsageJournal } from "../journal/types.js";
-import type { Scheduler } from "../storage/leaser.js";
+import { globalScheduler, type Scheduler } from "../storage/leaser.js";
 import type { AbortSignalLike } from "../storage/options.js";
 import { exponentialBackoff, isBackoffPolicy, type BackoffPolicy, type ExponentialBackoffOptions } from "./backoff.js";
 import { forwardBatch, retryDelay, type BatchContext, type BatchFailure, type BatchHold, type BatchReport, type ForwarderPhase, type ForwarderSink } from "./batch.js";
@@ -262,10 +262,6 @@ function checkDurability(options: ForwarderOptions): void {
   );
 }
 
-function globalScheduler(): Scheduler {
-  const host = globalThis as unknown as { setTimeout: (callback: () => void, ms: number) => unknown; clearTimeout: (handle: unknown) => void };
-  return { setTimeout: (callback, ms) => host.setTimeout(() => void callback(), ms), clearTimeout: (handle) => host.clearTimeout(handle) };
-}
 
 function readSettings(options: ForwarderOptions): Settings {
   if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "must be an object");

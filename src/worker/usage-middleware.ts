@@ -91,7 +91,7 @@ import { waitOutMarks } from "../cause-chain.js";
 import { createUsageEvent, isRequestId, newRequestId } from "../journal/event.js";
 import { BackendError, InvalidArgumentError, JournalError } from "../journal/errors.js";
 import type { AppendResult, DeliveryMode, JsonValue, UsageEvent, UsageJournal } from "../journal/types.js";
-import type { Scheduler } from "../storage/leaser.js";
+import { globalScheduler, MAX_TIMER_DELAY_MS, type Scheduler } from "../storage/leaser.js";
 import { randomBytes, toHex } from "../storage/web.js";
 import { ApiError, errorAnswer, type ErrorBody } from "./errors.js";
 
@@ -192,17 +192,9 @@ const REQUEST_ID_HEADER = "x-request-id";
 /** Appends a billing-grade request makes in all when the journal's answers are retryable backend failures. */
 const APPEND_TRIES = 3;
 
-/** The global timers, the default {@link UsageJournalOptions.scheduler}. */
-const GLOBAL_TIMERS: Scheduler = {
-  setTimeout: (callback, ms) => setTimeout(callback, ms),
-  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-};
-
 /** The default of {@link UsageJournalOptions.appendTimeoutMs}. */
 const DEFAULT_APPEND_TIMEOUT_MS = 10_000;
 
-/** `setTimeout`'s longest delay; a longer one would fire at once. */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * Whether an append failure says the event was not journaled: the journal is
@@ -322,15 +314,15 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
   if (options.mode !== "billing_grade" && options.mode !== "telemetry_grade") throw new InvalidArgumentError("mode", 'must be "billing_grade" or "telemetry_grade"');
   if (typeof options.toRecord !== "function") throw new InvalidArgumentError("toRecord", "must be a function");
   const appendTimeoutMs: unknown = options.appendTimeoutMs ?? DEFAULT_APPEND_TIMEOUT_MS;
-  if (typeof appendTimeoutMs !== "number" || !Number.isSafeInteger(appendTimeoutMs) || appendTimeoutMs < 1 || appendTimeoutMs > MAX_TIMER_MS) {
-    throw new InvalidArgumentError("appendTimeoutMs", `must be an integer from 1 to ${MAX_TIMER_MS}, got ${String(appendTimeoutMs)}`);
+  if (typeof appendTimeoutMs !== "number" || !Number.isSafeInteger(appendTimeoutMs) || appendTimeoutMs < 1 || appendTimeoutMs > MAX_TIMER_DELAY_MS) {
+    throw new InvalidArgumentError("appendTimeoutMs", `must be an integer from 1 to ${MAX_TIMER_DELAY_MS}, got ${String(appendTimeoutMs)}`);
   }
   if (options.mode === "billing_grade" && typeof options.journal !== "function") {
     const problem = billingJournalProblem(options.journal);
     if (problem !== null) throw new InvalidArgumentError("journal", problem);
   }
   const clock = options.clock ?? Date.now;
-  const scheduler = options.scheduler ?? GLOBAL_TIMERS;
+  const scheduler = options.scheduler ?? globalScheduler();
   if (typeof scheduler !== "object" || scheduler === null || typeof scheduler.setTimeout !== "function" || typeof scheduler.clearTimeout !== "function") {
     throw new InvalidArgumentError("scheduler", "must have setTimeout and clearTimeout functions");
   }
