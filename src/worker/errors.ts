@@ -166,7 +166,7 @@ function isServerFault(error: unknown): boolean {
 }
 
 /** A short id naming one logged failure, for the answer to point at the log line. */
-function failureId(): string {
+export function failureId(): string {
   return toHex(randomBytes(4));
 }
 

@@ -92,8 +92,7 @@ import { createUsageEvent, isRequestId, newRequestId } from "../journal/event.js
 import { BackendError, InvalidArgumentError, JournalError } from "../journal/errors.js";
 import type { AppendResult, DeliveryMode, JsonValue, UsageEvent, UsageJournal } from "../journal/types.js";
 import { globalScheduler, MAX_TIMER_DELAY_MS, type Scheduler } from "../storage/leaser.js";
-import { randomBytes, toHex } from "../storage/web.js";
-import { ApiError, errorAnswer, type ErrorBody } from "./errors.js";
+import { ApiError, errorAnswer, failureId, type ErrorBody } from "./errors.js";
 
 /** What `toRecord` answers: the ordering key and the billed data of one request. */
 export interface ReportedUsage {
@@ -277,11 +276,6 @@ function sentRequestId(c: Context): string | null | undefined {
   if (sent === undefined) return undefined;
   const id = sent.trim().toLowerCase();
   return isRequestId(id) ? id : null;
-}
-
-/** A short id naming one logged failure (as the worker's API names its server faults). */
-function failureId(): string {
-  return toHex(randomBytes(4));
 }
 
 /**
