@@ -217,7 +217,7 @@ function forbiddenNamespace(namespace: string): ApiError {
 const MAX_CLAIM_ROUND = 160;
 
 /**
- * A claim whose answer stops growing once it holds
+ * A claim's answer (its JSON, `{ deliveries }`), which stops growing once it holds
  * {@link s.MAX_CLAIM_ANSWER_BYTES}, so it never holds more than that plus one
  * round (at most {@link MAX_CLAIM_ROUND} deliveries: about 31 MiB). The journal is asked in
  * rounds, each a claim of its own at the same `now` for at most
@@ -238,26 +238,28 @@ const MAX_CLAIM_ROUND = 160;
  * one holding their deliveries (and a client told the call failed may repeat
  * it). The next claim gets what the failed round would have.
  */
-async function claimWithin(journal: UsageJournal, consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
-  const deliveries: Delivery[] = [];
+async function claimWithin(journal: UsageJournal, consumer: ConsumerId, options: ClaimOptions): Promise<string> {
+  // Each delivery is serialized once: its JSON is both what the budget counts and what the answer carries.
+  const parts: string[] = [];
   let bytes = 0;
-  while (deliveries.length < options.maxEvents && bytes < s.MAX_CLAIM_ANSWER_BYTES) {
-    const ask = Math.min(options.maxEvents - deliveries.length, MAX_CLAIM_ROUND);
+  while (parts.length < options.maxEvents && bytes < s.MAX_CLAIM_ANSWER_BYTES) {
+    const ask = Math.min(options.maxEvents - parts.length, MAX_CLAIM_ROUND);
     let round: Delivery[];
     try {
       round = await journal.claim(consumer, { ...options, maxEvents: ask });
     } catch (error) {
-      if (deliveries.length === 0) throw error;
-      console.error(`isostore worker: a claim round failed after ${deliveries.length} deliveries were leased; answering those:`, error);
+      if (parts.length === 0) throw error;
+      console.error(`isostore worker: a claim round failed after ${parts.length} deliveries were leased; answering those:`, error);
       break;
     }
     for (const delivery of round) {
-      bytes += utf8Length(JSON.stringify(delivery));
-      deliveries.push(delivery);
+      const json = JSON.stringify(delivery);
+      bytes += utf8Length(json);
+      parts.push(json);
     }
     if (round.length < ask) break;
   }
-  return deliveries;
+  return `{"deliveries":[${parts.join(",")}]}`;
 }
 
 /**
@@ -583,12 +585,12 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     async (c) => {
       const { journal } = c.req.valid("param");
       const request = c.req.valid("json");
-      const deliveries = await claimWithin(journalOf(c, journal).journal, parseConsumerId(request.consumer), {
+      const answer = await claimWithin(journalOf(c, journal).journal, parseConsumerId(request.consumer), {
         maxEvents: request.maxEvents,
         leaseMs: request.leaseMs,
         now: request.now ?? clock(),
       });
-      return c.json({ deliveries } as never, 200);
+      return c.body(answer, 200, { "content-type": "application/json" }) as never;
     },
   );
 
