@@ -6,7 +6,7 @@
  * the nack text of the events involved.
  */
 
-import { causeChain } from "../cause-chain.js";
+import { causeChain, waitOutMarks } from "../cause-chain.js";
 import { JournalError } from "../journal/errors.js";
 
 /** Codes of {@link SinkError}. */
@@ -287,14 +287,7 @@ export function isOutcomeUnknown(error: unknown): boolean {
     // A journal error other than `backend` is a typed refusal: nothing stored. A `backend` error may have
     // committed (a lost reply), unless the wire's marks say a full or overloaded storage object refused it.
     if (error.code !== "backend") return false;
-    return !isWireCause((error as { cause?: unknown }).cause);
+    return waitOutMarks(error) === undefined;
   }
   return true;
-}
-
-/** A cause `decodeError` rebuilt from the wire: the marks of a full or overloaded storage object (its transaction did not commit). */
-function isWireCause(cause: unknown): boolean {
-  if (cause === null || typeof cause !== "object") return false;
-  const { code, overloaded } = cause as { code?: unknown; overloaded?: unknown };
-  return code === "storage_full" || overloaded === true;
 }
