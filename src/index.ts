@@ -31,6 +31,7 @@ export {
 } from "./journal/event.js";
 export {
   createJournal,
+  deliveryBytes,
   MAX_BATCH_EVENTS,
   MAX_CLAIM_EVENTS,
   MAX_EPOCH_MS,

@@ -598,9 +598,11 @@ export class HttpJournal implements UsageJournal {
   }
 
   async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
-    const args = checkClaim(consumer, options);
+    const { maxBytes, ...args } = checkClaim(consumer, options);
     const read = answer(fields({ deliveries: listOf(isDelivery) }), (body: { deliveries: JsonDelivery[] }) => body.deliveries.map(deliveryOf));
-    return this.send({ method: "POST", path: "/claim", body: args, idempotent: false, read });
+    // No bound is sent as none (`Infinity` is not JSON); the server caps every claim's bytes anyway.
+    const body = maxBytes === Infinity ? args : { ...args, maxBytes };
+    return this.send({ method: "POST", path: "/claim", body, idempotent: false, read });
   }
 
   /**

@@ -6,9 +6,11 @@
  */
 import { InvalidArgumentError, JournalError } from "./errors.js";
 import { checkDeliveryId, checkInteger, checkText, checkUsageEvent, isRequestId, MAX_EPOCH_MS, parseConsumerId } from "./event.js";
+import { utf8Length } from "../storage/names.js";
 import type {
   ClaimOptions,
   ConsumerId,
+  Delivery,
   DeliveryId,
   ExtendOptions,
   ListAuditOptions,
@@ -100,7 +102,10 @@ export function checkAckBatch(deliveries: readonly DeliveryId[]): (DeliveryId | 
 }
 
 /** The arguments of `claim`. */
-export function checkClaim(consumer: ConsumerId, options: ClaimOptions): { consumer: ConsumerId; maxEvents: number; leaseMs: number; now: number } {
+export function checkClaim(
+  consumer: ConsumerId,
+  options: ClaimOptions,
+): { consumer: ConsumerId; maxEvents: number; leaseMs: number; now: number; maxBytes: number } {
   const id = parseConsumerId(consumer);
   if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "claim needs { maxEvents, leaseMs, now }");
   return {
@@ -108,7 +113,27 @@ export function checkClaim(consumer: ConsumerId, options: ClaimOptions): { consu
     maxEvents: checkInteger("maxEvents", options.maxEvents, 1, MAX_CLAIM_EVENTS),
     leaseMs: checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS),
     now: checkNow("now", options.now),
+    maxBytes: checkMaxBytes(options.maxBytes),
   };
+}
+
+/** A claim's `maxBytes`: absent (no bound: `Infinity`) or a positive safe integer. */
+export function checkMaxBytes(maxBytes: unknown): number {
+  return maxBytes === undefined ? Infinity : checkInteger("maxBytes", maxBytes, 1);
+}
+
+/**
+ * The size a claim's `maxBytes` counts for one delivery: the bytes of its
+ * JSON (`JSON.stringify(delivery)`) as UTF-8, which is what it takes in an
+ * HTTP answer. Every implementation counts with this function, so the same
+ * claim returns the same deliveries from each.
+ *
+ * @example
+ * const batch = await journal.claim(billing, { maxEvents: 1000, leaseMs: 30_000, now: Date.now(), maxBytes: 1 << 20 });
+ * batch.reduce((sum, delivery) => sum + deliveryBytes(delivery), 0); // at most 1 MiB, unless batch.length is 1
+ */
+export function deliveryBytes(delivery: Delivery): number {
+  return utf8Length(JSON.stringify(delivery));
 }
 
 /** The arguments of `quarantine`. */

@@ -99,7 +99,7 @@ const GROWS: TransactOptions = { grows: true };
 /** Housekeeping done by append and claim, per call. */
 export const OPPORTUNISTIC_PRUNE_LIMIT = 8;
 /** The largest batch `appendBatch` takes, the longest lease, nack delay or extension (12 hours), and the largest claim. */
-export { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_KEPT_ATTEMPTS, MAX_LEASE_MS } from "./arguments.js";
+export { deliveryBytes, MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_KEPT_ATTEMPTS, MAX_LEASE_MS } from "./arguments.js";
 /** The latest epoch-ms time a journal takes (`observedAt` and every `now`): 8.64e15, the last a `Date` holds. */
 export { MAX_EPOCH_MS } from "./event.js";
 
@@ -317,7 +317,7 @@ class EngineJournal implements UsageJournal {
   }
 
   async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
-    const { consumer: id, maxEvents, leaseMs, now } = checkClaim(consumer, options);
+    const { consumer: id, maxEvents, leaseMs, now, maxBytes } = checkClaim(consumer, options);
     // Pruning forgets idempotency keys, so it never runs ahead of the journal's clock: a claimer whose
     // clock is fast (its `now` later than ours) prunes, and registers a consumer, at our clock instead.
     const pruneAt = Math.min(now, this.clock());
@@ -325,7 +325,7 @@ class EngineJournal implements UsageJournal {
       await work.prune(pruneAt, OPPORTUNISTIC_PRUNE_LIMIT);
       if (!(await work.isRegistered(id))) await work.register(id, pruneAt);
       await work.sweep(id, now);
-      return work.claim(id, maxEvents, leaseMs, now);
+      return work.claim(id, maxEvents, leaseMs, now, maxBytes);
     });
   }
 

@@ -69,6 +69,18 @@ export interface ClaimOptions {
   readonly leaseMs: number;
   /** The claimant's clock reading (epoch ms). */
   readonly now: number;
+  /**
+   * Upper bound on the size of the deliveries returned, in bytes of their
+   * JSON as UTF-8 (see `deliveryBytes`), like JetStream's `max_bytes`: a
+   * claimant that holds or forwards its batch in memory bounds it by size,
+   * not only by count. Deliveries are taken in claim order while their total
+   * stays within it, and the claim stops before the first that would go over
+   * (it never skips to a smaller one): what is not returned is not leased
+   * and keeps its place. The first delivery is always returned, so an event
+   * larger than the bound is still delivered, alone. Absent: no bound. A
+   * positive integer.
+   */
+  readonly maxBytes?: number;
 }
 
 /** Outcome of one append. */

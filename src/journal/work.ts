@@ -18,7 +18,7 @@
  *   `release`), which the sweep reinstates once its lease is over.
  */
 import { compareKeys, type Entry, type EngineTransaction, type Key } from "../engine.js";
-import { MAX_KEPT_ATTEMPTS } from "./arguments.js";
+import { deliveryBytes, MAX_KEPT_ATTEMPTS } from "./arguments.js";
 import { AtCapacityError, type JournalError } from "./errors.js";
 import { isSameFact } from "./event.js";
 import {
@@ -987,12 +987,19 @@ export class Work {
     return count;
   }
 
-  /** Lease up to `maxEvents` ready events, quarantining those out of attempts. */
-  async claim(consumer: string, maxEvents: number, leaseMs: number, now: number): Promise<Delivery[]> {
+  /**
+   * Lease up to `maxEvents` ready events, quarantining those out of attempts,
+   * and stop before the first delivery that would take their total size
+   * ({@link deliveryBytes}) over `maxBytes` (`Infinity`: no bound), unless it
+   * is the first.
+   */
+  async claim(consumer: string, maxEvents: number, leaseMs: number, now: number, maxBytes = Infinity): Promise<Delivery[]> {
     const deliveries: Delivery[] = [];
     const readyPrefix = this.layout.readyAll(consumer);
     let after: number | null = null;
-    while (deliveries.length < maxEvents) {
+    let bytes = 0;
+    let full = false;
+    while (!full && deliveries.length < maxEvents) {
       const entries: Entry[] = await this.tx.scan(
         after === null ? { prefix: readyPrefix } : { prefix: readyPrefix, lower: [...readyPrefix, after], lowerOpen: true },
         { limit: maxEvents - deliveries.length },
@@ -1022,6 +1029,15 @@ export class Work {
         }
         const attempt = row.attempts + 1;
         const leaseExpiresAt = now + leaseMs;
+        const delivery: Delivery = { id: { consumer: consumer as Delivery["id"]["consumer"], event: event.id, attempt }, event, leaseExpiresAt };
+        if (maxBytes !== Infinity) {
+          const size = deliveryBytes(delivery);
+          if (deliveries.length > 0 && bytes + size > maxBytes) {
+            full = true;
+            break;
+          }
+          bytes += size;
+        }
         claimed.push(entry.key);
         this.tx.put(this.layout.leased(consumer, leaseExpiresAt, position), 0);
         this.tx.put(this.layout.unfinished(consumer, position), {
@@ -1032,7 +1048,7 @@ export class Work {
           slot: Slot.Leased,
         } satisfies UnfinishedRow);
         await this.bump(consumer, { leased: 1 });
-        deliveries.push({ id: { consumer: consumer as Delivery["id"]["consumer"], event: event.id, attempt }, event, leaseExpiresAt });
+        deliveries.push(delivery);
       }
       this.deleteListed(readyPrefix, claimed);
     }

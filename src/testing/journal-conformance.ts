@@ -313,15 +313,16 @@ function commandArbitraries(canReopen: boolean, canChangeCapacity: boolean): Arb
       }),
     );
 
+  // maxBytes: mostly absent; else from 0 (refused) to about four deliveries of this suite's events (about 330 bytes each).
+  const maxBytesArb = fc.oneof({ arbitrary: fc.constant(undefined), weight: 2 }, { arbitrary: fc.integer({ min: 0, max: 1500 }), weight: 1 });
   const claim = fc
-    .record({ consumer: consumerIndex, maxEvents: fc.integer({ min: 1, max: 4 }), leaseMs: fc.integer({ min: 1, max: 3000 }) })
-    .map(({ consumer, maxEvents, leaseMs }) =>
-      command(`claim(consumer[${consumer}], maxEvents=${maxEvents}, leaseMs=${leaseMs})`, async (model, real) => {
+    .record({ consumer: consumerIndex, maxEvents: fc.integer({ min: 1, max: 4 }), leaseMs: fc.integer({ min: 1, max: 3000 }), maxBytes: maxBytesArb })
+    .map(({ consumer, maxEvents, leaseMs, maxBytes }) =>
+      command(`claim(consumer[${consumer}], maxEvents=${maxEvents}, leaseMs=${leaseMs}${maxBytes === undefined ? "" : `, maxBytes=${maxBytes}`})`, async (model, real) => {
         const c = claimer(model, consumer);
         const now = model.time.now;
-        const outcome = await agree(model, real, `claim(${c}, ${render({ maxEvents, leaseMs, now })})`, (journal) =>
-          journal.claim(c, { maxEvents, leaseMs, now }),
-        );
+        const options = { maxEvents, leaseMs, now, ...(maxBytes === undefined ? {} : { maxBytes }) };
+        const outcome = await agree(model, real, `claim(${c}, ${render(options)})`, (journal) => journal.claim(c, options));
         if (outcome.ok && (outcome.value as Delivery[]).length > 0) {
           const ids = (outcome.value as Delivery[]).map((delivery) => ({ ...delivery.id }));
           model.deliveries.push(...ids);

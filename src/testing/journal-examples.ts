@@ -4,6 +4,7 @@
  * factory and a hand-driven clock, each asserting concrete values so that a
  * wrong implementation fails with a message naming the guarantee it broke.
  */
+import { deliveryBytes } from "../journal/arguments.js";
 import { BILLING_GRADE, createUsageEvent, parseConsumerId } from "../journal/event.js";
 import type { Attempt, Capacity, ConsumerId, Delivery, DeliveryId, JsonValue, UsageEvent, UsageJournal } from "../journal/types.js";
 import { deepEqual, describeError, render, settle } from "./compare.js";
@@ -271,6 +272,21 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     expectEqual(await journal.claim(billing, lease(time)), [], "user-a is still in flight, user-b is done");
     await journal.ack(delivery(billing, 2, 1));
     expectEqual(handed(await journal.claim(billing, lease(time, 1000, 1))), [`${rid(4)}#1`], "the last event of user-a");
+  });
+
+  example("maxBytes: a claim stops before the delivery that would take it over the bound, and always returns the first", {}, async ({ journal, time, t0 }) => {
+    const events = [usage(1, "user-a", t0), usage(2, "user-b", t0, { text: "x".repeat(500) }), usage(3, "user-c", t0), usage(4, "user-d", t0, { text: "é".repeat(2000) })];
+    for (const event of events) await journal.append(event);
+    // What each first delivery will weigh (its JSON as UTF-8), built as a claim at this `now` builds it.
+    const size = (n: number) => deliveryBytes({ id: { consumer: billing, event: rid(n), attempt: 1 }, event: nth(events, n - 1, "events"), leaseExpiresAt: time.now + 1000 });
+    const claimWithin = (maxBytes: number) => journal.claim(billing, { ...lease(time), maxBytes });
+    expectEqual(handed(await claimWithin(size(1) + size(2) - 1)), [`${rid(1)}#1`], "the second delivery would go over by one byte");
+    expectEqual(handed(await claimWithin(size(2) + size(3))), [`${rid(2)}#1`, `${rid(3)}#1`], "exactly the bound; event 2 was not leased by the first claim");
+    const big = await claimWithin(1);
+    expectEqual(handed(big), [`${rid(4)}#1`], "an event larger than the bound is still delivered, alone");
+    expectEqual(deliveryBytes(nth(big, 0, "claim")), size(4), "deliveryBytes sizes the delivery as the claim did");
+    await expectRejects(() => journal.claim(billing, { ...lease(time), maxBytes: 0 }), invalidArgument("maxBytes"), "maxBytes 0");
+    await expectRejects(() => journal.claim(billing, { ...lease(time), maxBytes: 1.5 }), invalidArgument("maxBytes"), "maxBytes 1.5");
   });
 
   example("the ordering key is the namespace and the subject: one subject in two namespaces is two keys", {}, async ({ journal, time, t0 }) => {

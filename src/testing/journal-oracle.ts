@@ -88,6 +88,9 @@ const MAX_PAGE_LIMIT = 1000;
 const DEFAULT_PAGE_LIMIT = 100;
 const MAX_PRUNE_LIMIT = 100_000;
 const DEFAULT_PRUNE_LIMIT = 1000;
+/** Sizes deliveries for a claim's `maxBytes`: the UTF-8 bytes of their JSON. */
+const UTF8 = new TextEncoder();
+
 /** How many events `append`, `appendBatch` and `claim` prune on the way. */
 const OPPORTUNISTIC_PRUNE_LIMIT = 8;
 const JOURNAL_NAME = /^[a-z0-9_-]{1,63}$/;
@@ -392,13 +395,16 @@ export class JournalOracle implements UsageJournal {
       const maxEvents = checkInteger("maxEvents", options.maxEvents, 1, MAX_CLAIM_EVENTS);
       const leaseMs = checkInteger("leaseMs", options.leaseMs, 1, MAX_LEASE_MS);
       const now = checkInteger("now", options.now, 0, MAX_EPOCH_MS);
+      const maxBytes = options.maxBytes === undefined ? Infinity : checkInteger("maxBytes", options.maxBytes, 1);
       // Pruning forgets request ids: a `now` ahead of the clock (a claimer's fast clock) prunes no earlier than the clock.
       const pruneAt = Math.min(now, this.clock());
       this.pruneEvents(pruneAt, OPPORTUNISTIC_PRUNE_LIMIT);
       this.register(c, pruneAt);
 
-      // 3. Take the candidate with the smallest position until maxEvents are chosen.
+      // 3. Take the candidate with the smallest position until maxEvents are chosen, or
+      //    until the next delivery would take the chosen ones' JSON over maxBytes (the first is always taken).
       const chosen: { position: number; delivery: Delivery }[] = [];
+      let bytes = 0;
       while (chosen.length < maxEvents) {
         const candidate = this.nextCandidate(c, now);
         if (candidate === undefined) break;
@@ -409,19 +415,20 @@ export class JournalOracle implements UsageJournal {
           status.quarantinedAt = now;
           continue;
         }
+        const delivery: Delivery = {
+          id: { consumer: c, event: candidate.event.id, attempt: status.attempts + 1 },
+          event: candidate.event,
+          leaseExpiresAt: now + leaseMs,
+        };
+        const size = UTF8.encode(JSON.stringify(delivery)).length;
+        if (chosen.length > 0 && bytes + size > maxBytes) break;
+        bytes += size;
         status.attempts += 1;
         status.history.push({ attempt: status.attempts, claimedAt: now, leaseExpiresAt: now + leaseMs, outcome: null });
         // Only the latest attempts are kept.
         if (status.history.length > MAX_KEPT_ATTEMPTS) status.history.splice(0, status.history.length - MAX_KEPT_ATTEMPTS);
         status.availableAt = 0;
-        chosen.push({
-          position: candidate.position,
-          delivery: {
-            id: { consumer: c, event: candidate.event.id, attempt: status.attempts },
-            event: candidate.event,
-            leaseExpiresAt: now + leaseMs,
-          },
-        });
+        chosen.push({ position: candidate.position, delivery });
       }
       // 4. In position order.
       chosen.sort((a, b) => a.position - b.position);

@@ -17,8 +17,7 @@ import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { HTTPException } from "hono/http-exception";
 import { createUsageEvent, parseConsumerId } from "../journal/event.js";
-import type { ClaimOptions, ConsumerId, Delivery, QuarantinedEvent, QuarantinePage, UsageJournal } from "../journal/types.js";
-import { utf8Length } from "../storage/names.js";
+import type { ClaimOptions, ConsumerId, QuarantinedEvent, QuarantinePage, UsageJournal } from "../journal/types.js";
 import { encodeBatch, encodeError } from "../journal/wire.js";
 import { MAX_QUARANTINE_QUERY } from "../journal/arguments.js";
 import { InvalidArgumentError, JournalError } from "../journal/errors.js";
@@ -208,58 +207,18 @@ function forbiddenNamespace(namespace: string): ApiError {
 }
 
 /**
- * The most events one round of {@link claimWithin} asks for. The largest
- * delivery's JSON is about 199 KiB: `data` of 64 Ki characters at 3 bytes
- * each in UTF-8, the namespace and subject (twice each: the record and the
- * ordering key) of 256 characters at 6 each (`\u0000` escapes), and 1 KiB for
- * the rest. 160 of them are about 31 MiB.
- */
-const MAX_CLAIM_ROUND = 160;
-
-/**
- * A claim's answer (its JSON, `{ deliveries }`), which stops growing once it holds
- * {@link s.MAX_CLAIM_ANSWER_BYTES}, so it never holds more than that plus one
- * round (at most {@link MAX_CLAIM_ROUND} deliveries: about 31 MiB). The journal is asked in
- * rounds, each a claim of its own at the same `now` for at most
- * {@link MAX_CLAIM_ROUND} events (a claim of up to 160 events is one round),
- * until `maxEvents` are claimed, the budget is spent, or a round comes back
- * short (nothing more is claimable). A round leases only what it returns.
- * Rounds at one `now` hand out what one claim of their total would: each
- * takes the lowest positions still claimable (a key in flight is skipped by
- * the next round as by the same claim). The answer is the rounds one after
- * the other: in the journal's claim order within each round (a
- * `PartitionedJournal` merges its partitions by `observedAt` per claim, so
- * per round here), and each round costs the journal a claim (for a
- * partitioned one, a call per partition that has events).
- *
- * A failure of the first round is the claim's failure. A failure of a later
- * one is logged and the claim answers what the rounds before it leased: those
- * events are leased, and failing the request would leave them leased with no
- * one holding their deliveries (and a client told the call failed may repeat
- * it). The next claim gets what the failed round would have.
+ * A claim over HTTP: one claim of the journal whose `maxBytes` is the
+ * caller's, if any, capped at {@link s.MAX_CLAIM_ANSWER_BYTES}, so that the
+ * answer never holds more than that of deliveries (one journal claim leases
+ * exactly what it returns, and the largest delivery, about 199 KiB, is far
+ * below the cap; a `PartitionedJournal` over P > 1 partitions may add one
+ * delivery per partition, see its docs). Each delivery is serialized once,
+ * into the answer (`{ deliveries }`).
  */
 async function claimWithin(journal: UsageJournal, consumer: ConsumerId, options: ClaimOptions): Promise<string> {
-  // Each delivery is serialized once: its JSON is both what the budget counts and what the answer carries.
-  const parts: string[] = [];
-  let bytes = 0;
-  while (parts.length < options.maxEvents && bytes < s.MAX_CLAIM_ANSWER_BYTES) {
-    const ask = Math.min(options.maxEvents - parts.length, MAX_CLAIM_ROUND);
-    let round: Delivery[];
-    try {
-      round = await journal.claim(consumer, { ...options, maxEvents: ask });
-    } catch (error) {
-      if (parts.length === 0) throw error;
-      console.error(`isostore worker: a claim round failed after ${parts.length} deliveries were leased; answering those:`, error);
-      break;
-    }
-    for (const delivery of round) {
-      const json = JSON.stringify(delivery);
-      bytes += utf8Length(json);
-      parts.push(json);
-    }
-    if (round.length < ask) break;
-  }
-  return `{"deliveries":[${parts.join(",")}]}`;
+  const maxBytes = Math.min(options.maxBytes ?? s.MAX_CLAIM_ANSWER_BYTES, s.MAX_CLAIM_ANSWER_BYTES);
+  const deliveries = await journal.claim(consumer, { ...options, maxBytes });
+  return `{"deliveries":[${deliveries.map((delivery) => JSON.stringify(delivery)).join(",")}]}`;
 }
 
 /**
@@ -576,7 +535,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       method: "post",
       path: "/v1/journals/{journal}/claim",
       summary: "Claim up to maxEvents deliverable events for a consumer",
-      description: `At most one event per ordering key is in flight; events stay leased until \`leaseExpiresAt\`. A claim of more than 160 events is served in rounds of at most 160, and stops once the answer holds ${s.MAX_CLAIM_ANSWER_BYTES} bytes of deliveries, so large events come back fewer than \`maxEvents\` (at least one; the answer is never over that and one round, about 31 MiB). Only what the answer holds is leased. Needs \`consume\`.`,
+      description: `At most one event per ordering key is in flight; events stay leased until \`leaseExpiresAt\`. \`maxBytes\` bounds the deliveries' JSON (UTF-8 bytes): the claim stops before the first delivery that would go over it, and always answers the first one. The server caps it at ${s.MAX_CLAIM_ANSWER_BYTES} (also when it is absent), so large events come back fewer than \`maxEvents\`. Only what the answer holds is leased. Needs \`consume\`.`,
       security,
       middleware: scope("consume"),
       request: { params: s.JournalParamsSchema, ...body(s.ClaimBodySchema) },
@@ -589,6 +548,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
         maxEvents: request.maxEvents,
         leaseMs: request.leaseMs,
         now: request.now ?? clock(),
+        ...(request.maxBytes === undefined ? {} : { maxBytes: request.maxBytes }),
       });
       return c.body(answer, 200, { "content-type": "application/json" }) as never;
     },

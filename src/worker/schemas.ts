@@ -181,12 +181,12 @@ export const AppendBatchAnswerSchema = z.object({
 });
 
 /**
- * The bytes of deliveries (their JSON) after which a claim over HTTP claims no
- * more: a claim of more than 160 events goes in rounds of at most 160, and
- * stops once its answer holds this much, so a claim of large events answers
+ * The most bytes of deliveries (their JSON as UTF-8) a claim over HTTP
+ * answers: the `maxBytes` of every claim the worker makes, whatever the
+ * request asks (a request may ask for less). A claim of large events answers
  * fewer than `maxEvents` rather than an answer a Worker cannot hold (10,000
- * events of 64 KiB would be over 600 MiB). An answer is never over this plus
- * one round (about 31 MiB), and holds at least one delivery when any is due.
+ * events of 64 KiB would be over 600 MiB); it holds at least one delivery
+ * when any is due.
  */
 export const MAX_CLAIM_ANSWER_BYTES = 8 * 1024 * 1024;
 
@@ -195,6 +195,7 @@ export const ClaimBodySchema = z.strictObject({
   maxEvents: z.number().int().min(1).max(MAX_CLAIM_EVENTS),
   leaseMs: z.number().int().min(1).max(MAX_LEASE_MS),
   now: epochMs.optional(),
+  maxBytes: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
 });
 export const ClaimAnswerSchema = z.object({
   deliveries: z.array(z.object({ id: DeliveryIdSchema, event: UsageEventSchema, leaseExpiresAt: z.number().int() }).openapi("Delivery")),
