@@ -22,6 +22,19 @@
  * hand item 7 out twice, or count one duplicate for two calls). The ledger
  * grows with every call; compaction is not part of this module.
  *
+ * An instance reads and writes one life of its ledger: the one its opening
+ * replay read (see `Ledger.read`'s `life`). Every later read and every append
+ * is made in that life (an append given `life` lands only while the ledger is
+ * in it), because a queue whose ledger was deleted (purged) is gone: its
+ * items must not be handed out, and the records a new life has, from another
+ * instance, are another queue (the tip cannot tell them apart, and may even
+ * be back where the old instance left it). So once an instance finds the
+ * ledger deleted since it read it, it writes nothing more, and that call and
+ * every later one (a consume of an item held for it too) reject with
+ * {@link QueueReplayError} (its `cause` a `RecordNotFoundError`); its
+ * `stats()` and `len()` stay those of the life it read. Reopen the queue to
+ * read the ledger as it is now.
+ *
  * Delivery is at most once, and an item is lost only in the window every
  * at-most-once queue has. A consume's record is the item's delivery: once it
  * is in the ledger the item is consumed, for this instance, any other and any
@@ -65,8 +78,8 @@
  * and records written before it existed (without one) replay as before.
  */
 import { copyBytes } from "../storage/copy.js";
-import { AppendVerifyError, ConflictError, StorageError } from "../storage/errors.js";
-import { appendDefinite, type Ledger } from "../storage/ledger.js";
+import { AppendVerifyError, ConflictError, RecordNotFoundError, StorageError } from "../storage/errors.js";
+import { appendDefinite, type Ledger, type LedgerCursor } from "../storage/ledger.js";
 import { validateName } from "../storage/names.js";
 import { throwIfAborted, type CallOptions } from "../storage/options.js";
 import { randomBytes, sameBytes, toHex, utf8Decode, utf8Encode } from "../storage/web.js";
@@ -79,6 +92,12 @@ import { QueueState, type Admission, type EnqueueOutcome, type QueueItem, type Q
  * ledger is never written; a queue that was catching up keeps the records
  * before the bad one applied (its state is that prefix of the ledger), and
  * every later call fails again on the same record.
+ *
+ * Also thrown, with a {@link RecordNotFoundError} as `cause`, by an instance
+ * whose ledger was deleted (and perhaps written again) since it read it: its
+ * state is of a life of the ledger that is gone, so it writes nothing more,
+ * and every later call of the instance fails with the same error. Reopen the
+ * queue (`EventQueue.fromLedger`) to read the ledger as it is now.
  */
 export class QueueReplayError extends StorageError {
   declare readonly code: "queue_replay";
@@ -157,6 +176,10 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
   private unconfirmed: Unconfirmed[] = [];
   /** Items whose consume record landed after its call rejected: the next `consume()` hands them out first. */
   private readonly held: QueueItem[] = [];
+  /** The life of the ledger this instance reads and writes: the one its first read found. */
+  private life: number | undefined;
+  /** Set once the ledger is found to have left {@link life}: every later call fails with it. */
+  private lost: QueueReplayError | undefined;
 
   private constructor(
     private readonly ledger: Ledger,
@@ -187,9 +210,25 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
     return this.tip;
   }
 
-  /** Apply the ledger's records after {@link position}. */
+  /**
+   * The instance's ledger was deleted since it read it (a read or append in
+   * {@link life} found another life): from now on every call fails with the
+   * returned error.
+   */
+  private lifeLost(cause: RecordNotFoundError): QueueReplayError {
+    this.lost ??= new QueueReplayError(this.name, cause.seq, "the ledger was deleted since this queue read it; reopen the queue to read it as it is now", cause);
+    return this.lost;
+  }
+
+  /** Apply the ledger's records after {@link position}, of the life read first only. */
   private async catchUp(options?: CallOptions): Promise<void> {
-    const cursor = await this.ledger.read(this.name, this.tip + 1, options);
+    let cursor: LedgerCursor;
+    try {
+      cursor = await this.ledger.read(this.name, this.tip + 1, this.life === undefined ? options : { ...options, life: this.life });
+    } catch (error) {
+      throw error instanceof RecordNotFoundError ? this.lifeLost(error) : error;
+    }
+    this.life ??= cursor.life;
     try {
       for (let record = await cursor.next(options); record !== undefined; record = await cursor.next(options)) {
         if (record.seq !== this.tip + 1) throw new QueueReplayError(this.name, record.seq, `expected record ${this.tip + 1}`);
@@ -203,6 +242,8 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
         this.tip = record.seq;
         if (this.unconfirmed.length > 0) this.recognize(record.seq, record.payload, item);
       }
+    } catch (error) {
+      throw error instanceof RecordNotFoundError ? this.lifeLost(error) : error;
     } finally {
       await cursor.close();
     }
@@ -244,7 +285,8 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
         try {
           await this.catchUp(options);
           break;
-        } catch {
+        } catch (error) {
+          if (error === this.lost) throw error; // the ledger was deleted: whether it landed or not, that life is gone
           // Still unknown; the caller gets the AppendVerifyError.
         }
       }
@@ -262,9 +304,12 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
     return item;
   }
 
-  /** One call at a time per instance. */
+  /** One call at a time per instance; none once the ledger left its life. */
   private serialize<T>(call: () => Promise<T>): Promise<T> {
-    const result = this.chain.then(call);
+    const result = this.chain.then(() => {
+      if (this.lost !== undefined) throw this.lost;
+      return call();
+    });
     this.chain = result.catch(() => undefined);
     return result;
   }
@@ -284,8 +329,10 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
       const bytes = encode(decision.header, decision.payload);
       const seq = this.tip + 1;
       try {
-        await appendDefinite(this.ledger, this.name, this.tip, bytes, options);
+        // In the life this instance read only: a ledger deleted and rewritten back to this tip is another queue.
+        await appendDefinite(this.ledger, this.name, this.tip, bytes, { ...options, life: this.life });
       } catch (error) {
+        if (error instanceof RecordNotFoundError) throw this.lifeLost(error);
         if (error instanceof AppendVerifyError) {
           const landed = await this.resolve(bytes, decision.header.op, options);
           if (landed !== undefined) return finish(landed.item, decision.header);
@@ -307,7 +354,8 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
    * As `EventQueue.enqueue` (the same argument checks, payload size included), journaled first.
    * Rejects (changing nothing) when the ledger append fails; with `AppendVerifyError` when its
    * outcome stays unknown after {@link VERIFY_READS} more reads (the item may be queued: a retry
-   * of the same key is then admitted as a duplicate, and the item is queued once).
+   * of the same key is then admitted as a duplicate, and the item is queued once); with
+   * {@link QueueReplayError} once the ledger was deleted since this instance read it (see the module comment).
    */
   async enqueue(key: string, payload: Uint8Array, now: number, options?: CallOptions): Promise<Admission> {
     checkKey(key);
@@ -340,6 +388,8 @@ export class DurableEventQueue<L extends QueueLane = QueueLane> {
    * @throws {AppendVerifyError} when the append's outcome stays unknown after
    *   {@link VERIFY_READS} more reads; if its record did land, a later call on
    *   this instance hands the item out. Other ledger errors: nothing changed.
+   * @throws {QueueReplayError} once the ledger was deleted since this instance
+   *   read it (see the module comment): nothing is handed out or written.
    */
   async consume(options?: CallOptions): Promise<QueueItem | undefined> {
     throwIfAborted(options);

@@ -78,6 +78,7 @@ export {
   createLedger,
   readRecord,
   type Ledger,
+  type LedgerAppendOptions,
   type LedgerCursor,
   type LedgerOptions,
   type LedgerRecord,

@@ -20,6 +20,9 @@
  *   The cursor names that life (`life`); a later `read` given it (another
  *   request, another process) continues in the same life or ends the same
  *   way, so a reader that pages across calls never mixes two lives either.
+ *   An `append` given a life lands only in that life (the tip alone cannot
+ *   tell: a rewritten ledger may be back at the tip a writer read), and
+ *   otherwise throws {@link RecordNotFoundError}, writing nothing.
  * - Payloads are copied in and copied out; zero-length payloads are legal.
  *
  * Layout: one engine row per record (`["s", store, "lr", name, seq]`); the
@@ -29,7 +32,8 @@
  * bumps it and nothing removes it, and every page a cursor reads checks it in
  * the page's own transaction, so records of two lives never meet in one
  * cursor (a cursor reads a page per transaction, so it could not tell a
- * rewritten record from the old one by position alone).
+ * rewritten record from the old one by position alone). An append given a
+ * life checks it in the append's transaction.
  */
 import { clearRange, type Engine, type EngineTransaction } from "../engine.js";
 import { copyBytes } from "./copy.js";
@@ -57,6 +61,19 @@ export interface LedgerRecord {
 export interface LedgerWriteOptions extends CallOptions {
   /** Commit only while this lease is held at this epoch (else {@link LeaseLostError}, nothing written). */
   readonly fence?: LeaseFence | undefined;
+}
+
+/** Options of {@link Ledger.append}. */
+export interface LedgerAppendOptions extends LedgerWriteOptions {
+  /**
+   * Append only to this life of the ledger: the `life` of a cursor the
+   * writer read it with. When the ledger has been deleted since (and perhaps
+   * written again, even back to `expected`), the append throws
+   * {@link RecordNotFoundError} (`seq` = `expected + 1`) and nothing lands.
+   * A non-negative integer; absent appends to whatever life the ledger is in
+   * now.
+   */
+  readonly life?: number | undefined;
 }
 
 /** Options of {@link Ledger.read}. */
@@ -103,12 +120,14 @@ export interface LedgerCursor extends AsyncIterable<LedgerRecord> {
 /** Many ledgers, addressed by name. */
 export interface Ledger {
   /**
-   * Commit `payload` as record `expected + 1` iff the tip is `expected`.
+   * Commit `payload` as record `expected + 1` iff the tip is `expected`
+   * (and, given `options.life`, the ledger is still in that life).
    * Resolves once committed (definitely); {@link ConflictError} when the tip
-   * is not `expected` (definitely not committed). Networked implementations
+   * is not `expected`, {@link RecordNotFoundError} when the ledger left
+   * `options.life` (definitely not committed). Networked implementations
    * may also throw {@link AmbiguousError}; see {@link appendDefinite}.
    */
-  append(name: string, expected: number, payload: Uint8Array, options?: LedgerWriteOptions): Promise<void>;
+  append(name: string, expected: number, payload: Uint8Array, options?: LedgerAppendOptions): Promise<void>;
   /**
    * A cursor over records `from`.. (the tip as of now). `from` 0 reads from
    * the start. The cursor ends with {@link RecordNotFoundError} if the ledger
@@ -233,11 +252,11 @@ function engineLedgerReader(engine: Engine, layout: StoreLayout): LedgerReader {
 }
 
 /**
- * The `life` of read options, checked: a non-negative integer, or undefined when absent.
+ * The `life` of read or append options, checked: a non-negative integer, or undefined when absent.
  *
  * @internal
  */
-export function checkLife(options: LedgerReadOptions | undefined): number | undefined {
+export function checkLife(options: LedgerReadOptions | LedgerAppendOptions | undefined): number | undefined {
   const life = options?.life;
   if (life !== undefined) checkCount("life", life, 0);
   return life;
@@ -273,15 +292,18 @@ class EngineLedger implements Ledger {
     this.reader = engineLedgerReader(engine, layout);
   }
 
-  async append(name: string, expected: number, payload: Uint8Array, options?: LedgerWriteOptions): Promise<void> {
+  async append(name: string, expected: number, payload: Uint8Array, options?: LedgerAppendOptions): Promise<void> {
     validateName(name);
     checkCount("expected", expected, 0);
     const copy = copyBytes(checkPayload(payload));
     const fence = checkFence(options?.fence);
+    const life = checkLife(options);
     throwIfAborted(options);
     const now = this.clock();
     await transact(this.engine, "readwrite", "ledger.append", options, async (tx) => {
       await assertFence(tx, this.layout, fence, now);
+      // Deleted since the writer read it: whatever the tip, record `expected + 1` would be another life's.
+      if (life !== undefined && (await generationOf(tx, this.layout, name)) !== life) throw new RecordNotFoundError(name, expected + 1);
       if ((await tipOf(tx, this.layout, name)) !== expected) throw new ConflictError(name, expected);
       tx.put(this.layout.ledgerRecord(name, expected + 1), copy);
     });
@@ -435,7 +457,7 @@ export class PagedLedgerCursor implements LedgerCursor {
  *
  * @throws {RecordNotFoundError} when the ledger has no record at `seq`.
  */
-export async function readRecord(ledger: Ledger, name: string, seq: number, options?: CallOptions): Promise<LedgerRecord> {
+export async function readRecord(ledger: Ledger, name: string, seq: number, options?: LedgerReadOptions): Promise<LedgerRecord> {
   checkCount("seq", seq, 1);
   const cursor = await ledger.read(name, seq, options);
   try {
@@ -459,6 +481,9 @@ export async function readRecord(ledger: Ledger, name: string, seq: number, opti
  *   {@link AppendVerifyError} (fail closed: the outcome is unknown; `cause`
  *   is the read failure, or a {@link RecordNotFoundError}).
  *
+ * Given `options.life`, the append lands only in that life, and the record
+ * is read back in that life only (a ledger deleted since reads as absent).
+ *
  * Identical bytes are taken for this append's own record whoever wrote
  * them, also after a definite conflict (a transport that retried an append
  * whose first try landed sees that conflict). So when another writer may
@@ -473,7 +498,7 @@ export async function readRecord(ledger: Ledger, name: string, seq: number, opti
  * await appendDefinite(store.ledger, "orders/acme", tip, payload); // resolves iff record tip+1 is payload
  * ```
  */
-export async function appendDefinite(ledger: Ledger, name: string, expected: number, payload: Uint8Array, options?: LedgerWriteOptions): Promise<void> {
+export async function appendDefinite(ledger: Ledger, name: string, expected: number, payload: Uint8Array, options?: LedgerAppendOptions): Promise<void> {
   let failure: ConflictError | AmbiguousError;
   try {
     await ledger.append(name, expected, payload, options);

@@ -29,7 +29,7 @@ import { render, renderOutcome, sameOutcome, settle, deepEqual, type Outcome } f
 import { journalExampleCases } from "./journal-examples.js";
 import { JournalOracle } from "./journal-oracle.js";
 import { virtualClock, type VirtualClock } from "./virtual-clock.js";
-import { soakRequested } from "./soak.js";
+import { commandsUpTo, soakRequested } from "./soak.js";
 
 /** One journal under test, over storage of its own. */
 export interface JournalSubject {
@@ -600,7 +600,7 @@ const worldArb: Arbitrary<World> = fc.record({
 async function runModelBased(options: JournalConformanceOptions, runs: number): Promise<void> {
   const canChangeCapacity = options.canChangeCapacity === true;
   const canReopen = options.canReopen === true || canChangeCapacity;
-  const property = fc.asyncProperty(worldArb, fc.commands(commandArbitraries(canReopen, canChangeCapacity), { maxCommands: 40, size: "max" }), async (world, commands) => {
+  const property = fc.asyncProperty(worldArb, fc.commands(commandArbitraries(canReopen, canChangeCapacity), commandsUpTo(40)), async (world, commands) => {
     // A fresh model, clock and subject for every run (and every shrink attempt).
     const time = virtualClock(CONFORMANCE_CLOCK_START);
     const oracle = new JournalOracle({ name: JOURNAL_NAME, capacity: world.capacity, clock: time.clock, durable: options.durable });

@@ -21,7 +21,7 @@ import { MAX_ORDERED_VALUE_BYTES, MAX_STABLE_KEY_BYTES } from "../storage/ordere
 import { comparable, describeOrderedError, OrderTranslation, plainEqual, renderPlain, settle, type Outcome } from "./ordered-compare.js";
 import { orderedExampleCases } from "./ordered-examples.js";
 import { OrderedOracle } from "./ordered-oracle.js";
-import { soakRequested } from "./soak.js";
+import { commandsUpTo, soakRequested } from "./soak.js";
 
 /** One index under test, over storage of its own. */
 export interface OrderedSubject {
@@ -669,7 +669,7 @@ function commandArbitraries(canReopen: boolean): Arbitrary<OrderedCommand>[] {
 
 async function runModelBased(options: OrderedConformanceOptions, runs: number): Promise<void> {
   const maxRevisionArb: Arbitrary<number | undefined> = options.supportsMaxRevision === true ? fc.constantFrom(undefined, undefined, 2, 3, 5) : fc.constant(undefined);
-  const property = fc.asyncProperty(maxRevisionArb, fc.commands(commandArbitraries(options.canReopen === true), { maxCommands: 40, size: "max" }), async (maxRevision, commands) => {
+  const property = fc.asyncProperty(maxRevisionArb, fc.commands(commandArbitraries(options.canReopen === true), commandsUpTo(40)), async (maxRevision, commands) => {
     const oracle = new OrderedOracle(maxRevision === undefined ? {} : { maxRevision });
     const subject = await options.createSubject(maxRevision === undefined ? {} : { maxRevision });
     try {

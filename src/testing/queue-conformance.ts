@@ -18,7 +18,7 @@ import type { ConformanceCase } from "./journal-conformance.js";
 import { ALL_READS, lossyLedger, queueExampleCases, type LedgerFaults } from "./queue-examples.js";
 import { QueueOracle } from "./queue-oracle.js";
 import { expectSameOutcome, settleStorage } from "./storage-compare.js";
-import { soakRequested } from "./soak.js";
+import { commandsUpTo, soakRequested } from "./soak.js";
 import type { StorageSubject, StorageSubjectFactory } from "./storage-conformance.js";
 
 /** What {@link queueConformanceCases} needs. */
@@ -239,7 +239,7 @@ async function runModel(options: QueueConformanceOptions, runs: number, durable:
     fc.asyncProperty(
       fc.constantFrom<QueueLane>(...QUEUE_LANES),
       fc.integer({ min: 0, max: 4 }),
-      fc.commands(commands(durable), { maxCommands: 50, size: "max" }),
+      fc.commands(commands(durable), commandsUpTo(50)),
       async (lane, capacity, cmds) => {
         let subject: StorageSubject | undefined;
         try {

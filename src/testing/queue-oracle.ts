@@ -4,6 +4,7 @@
  */
 import { copyBytes } from "../storage/copy.js";
 import { InvalidArgumentError } from "../storage/errors.js";
+import { isBytes } from "../storage/web.js";
 import { IDEM_WINDOW_MS, QUEUE_LANES, type Admission, type QueueItem, type QueueLane } from "../queue/state.js";
 import { MAX_IDEM_KEY_LENGTH, MAX_QUEUE_PAYLOAD_BYTES } from "../queue/checks.js";
 
@@ -26,7 +27,7 @@ export class QueueOracle {
 
   enqueue(key: string, payload: Uint8Array, now: number): Admission {
     if (typeof key !== "string" || key.length === 0 || key.length > MAX_IDEM_KEY_LENGTH) throw new InvalidArgumentError("key", "bad key");
-    if (!(payload instanceof Uint8Array) || payload.length > MAX_QUEUE_PAYLOAD_BYTES) throw new InvalidArgumentError("payload", "bad payload");
+    if (!isBytes(payload) || payload.length > MAX_QUEUE_PAYLOAD_BYTES) throw new InvalidArgumentError("payload", "bad payload");
     if (!Number.isSafeInteger(now)) throw new InvalidArgumentError("now", "bad now");
     // 1. Evict keys older than the window, unless the clock went backwards (this `now` is below the
     //    previous enqueue's); keep keys still queued.

@@ -9,3 +9,18 @@ export function soakRequested(): boolean {
   const host = globalThis as { process?: { env?: Record<string, string | undefined> }; ISOSTORE_SOAK?: unknown };
   return host.process?.env?.["SOAK"] === "1" || host.ISOSTORE_SOAK === true;
 }
+
+/**
+ * The constraints of a model-based run's `fc.commands`: sequences of up to
+ * `maxCommands` calls. `size: "max"` is what lets them get that long:
+ * without it fast-check's default size stops a command list at about ten,
+ * whatever `maxCommands` says.
+ *
+ * @example
+ * ```ts
+ * fc.asyncProperty(fc.commands(arbitraries, commandsUpTo(40)), async (commands) => { ... });
+ * ```
+ */
+export function commandsUpTo(maxCommands: number): { readonly maxCommands: number; readonly size: "max" } {
+  return { maxCommands, size: "max" };
+}

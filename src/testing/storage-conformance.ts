@@ -35,7 +35,7 @@ import { BlobsOracle, KvOracle, LeaseOracle, LedgerOracle, type LedgerCursorMode
 import { expectSameOutcome, renderStorage, sameStorage, sameStorageOutcome, settleStorage, type StorageOutcome } from "./storage-compare.js";
 import { virtualScheduler, type VirtualScheduler } from "./storage-scheduler.js";
 import { virtualClock, type VirtualClock } from "./virtual-clock.js";
-import { soakRequested } from "./soak.js";
+import { commandsUpTo, soakRequested } from "./soak.js";
 
 /** Storage under test: an engine, and how to restart and release it. */
 export interface StorageSubject {
@@ -446,7 +446,7 @@ function primitivesCommands(): Arbitrary<PrimitivesCommand>[] {
 
 async function runPrimitivesModel(options: StorageConformanceOptions, runs: number): Promise<void> {
   await fc.assert(
-    fc.asyncProperty(fc.commands(primitivesCommands(), { maxCommands: 40 }), async (commands) => {
+    fc.asyncProperty(fc.commands(primitivesCommands(), commandsUpTo(40)), async (commands) => {
       const subject = await options.createSubject();
       try {
         const model: PrimitivesModel = { label: options.label, ledger: new LedgerOracle(), kv: new KvOracle(), blobs: new BlobsOracle(), revs: new Map(), lives: { count: 0 } };
@@ -531,7 +531,7 @@ function leaseModelCommands(): Arbitrary<LeaseCommand>[] {
 
 async function runLeaseModel(options: StorageConformanceOptions, runs: number): Promise<void> {
   await fc.assert(
-    fc.asyncProperty(fc.commands(leaseModelCommands(), { maxCommands: 30 }), async (commands) => {
+    fc.asyncProperty(fc.commands(leaseModelCommands(), commandsUpTo(30)), async (commands) => {
       const subject = await options.createSubject();
       const world = leaseWorld(options.label, subject.engine);
       try {
@@ -618,7 +618,7 @@ function leaseInvariantCommands(): Arbitrary<LeaseCommand>[] {
 
 async function runLeaseInvariants(options: StorageConformanceOptions, runs: number): Promise<void> {
   await fc.assert(
-    fc.asyncProperty(fc.commands(leaseInvariantCommands(), { maxCommands: 25 }), async (commands) => {
+    fc.asyncProperty(fc.commands(leaseInvariantCommands(), commandsUpTo(25)), async (commands) => {
       const subject = await options.createSubject();
       const world = leaseWorld(options.label, subject.engine);
       try {

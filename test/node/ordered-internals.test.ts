@@ -248,6 +248,28 @@ describe("engine-backed OrderedIndex", () => {
     await expect(index.listRanked("ns", "r", "", 5)).rejects.toBeInstanceOf(InvalidOrderedRecordError);
   });
 
+  it("takes a Uint8Array from another realm (a vm context, a test environment, an iframe) as the rest of the kit does: as a value, in a stored row and in a record", async () => {
+    const { runInNewContext } = await import("node:vm");
+    const foreign = (bytes: number[]) => runInNewContext(`new Uint8Array(${JSON.stringify(bytes)})`) as Uint8Array;
+    expect(foreign([1]) instanceof Uint8Array).toBe(false);
+    const engine = memoryEngine();
+    const index = createOrderedIndex(engine, { store: "realm" });
+    const id = { namespace: "ns", orderingScope: "s", stableKey: "k" };
+    const { record } = await index.create(id, "r", foreign([1, 2, 3]), { ranked: false, value: 0 }, NOT_DUE);
+    expect(Array.from(record.value)).toEqual([1, 2, 3]);
+    const updated = await index.update(id, 1, foreign([4]), { ranked: false, value: 0 }, NOT_DUE);
+    expect(Array.from(updated.value)).toEqual([4]);
+    // A row whose value the engine hands back from another realm is served, not reported corrupt.
+    const layout = new OrderedLayout("realm");
+    await engine.transact("readwrite", async (tx) => {
+      tx.put(layout.record("ns", "s", "other"), { v: 1, rankingScope: "r", revision: 1, order: 2, rank: null, dueAt: null, value: foreign([5]), deleted: false });
+    });
+    expect(Array.from((await index.get({ ...id, stableKey: "other" })).value)).toEqual([5]);
+    expect(validateOrderedValue(foreign([6])).byteLength).toBe(1);
+    expect(validateOrderedRecord({ ...updated, value: foreign([7]) }).value).toHaveLength(1);
+    await engine.close();
+  });
+
   it("refuses a store that is not a storage name and a revision ceiling below 1", () => {
     const engine = memoryEngine();
     expect(() => createOrderedIndex(engine, { store: "Bad Store" })).toThrow(StorageError);

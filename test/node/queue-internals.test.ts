@@ -12,6 +12,7 @@ import type { DurableEventQueue } from "../../src/queue/durable.js";
 import { EventQueue } from "../../src/queue/event-queue.js";
 import { IDEM_WINDOW_MS, QueueState } from "../../src/queue/state.js";
 import { createStore } from "../../src/storage/store.js";
+import { QueueOracle } from "../../src/testing/index.js";
 
 const T0 = 1_700_000_000_000;
 const W = IDEM_WINDOW_MS;
@@ -114,6 +115,82 @@ describe("remembered keys and the eviction sweep", () => {
       expect(stateOf(again).sweepVisits).toBeLessThanOrEqual(N);
       expect([again.len(), again.stats(), entries(stateOf(again).seen)]).toEqual([queue.len(), queue.stats(), entries(stateOf(queue).seen)]);
       expect(stateOf(again).previousNow).toBe(stateOf(queue).previousNow);
+    } finally {
+      await engine.close();
+    }
+  });
+});
+
+describe("handing out the head", () => {
+  /** Counts the iterators started over `map` (V8 starts each at the table's first slot, deleted ones included). */
+  function countIterators(map: Map<number, unknown>): { readonly started: number } {
+    const counter = { started: 0 };
+    for (const method of ["values", "keys", "entries", Symbol.iterator, "forEach"] as const) {
+      const original = map[method].bind(map) as (...args: unknown[]) => unknown;
+      Object.defineProperty(map, method, {
+        value: (...args: unknown[]) => {
+          counter.started++;
+          return original(...args);
+        },
+      });
+    }
+    return counter;
+  }
+
+  it("draining a backlog of N looks at each id at most twice and starts no iterator over the queued items", () => {
+    const N = 50_000;
+    const state = new QueueState("signal", N);
+    const admit = admitter(state);
+    for (let i = 0; i < N; i++) admit(`k${i}`, T0);
+    const iterators = countIterators(state.items);
+    let handed = 0;
+    let inOrder = true;
+    for (let head = state.peek(); head !== undefined; head = state.peek()) {
+      inOrder &&= head.id === ++handed;
+      state.applyConsume(head.id);
+    }
+    expect([handed, inOrder]).toEqual([N, true]);
+    // Each peek looks at the id it returns, and the one after it finds its predecessor consumed first.
+    expect(state.headVisits).toBeLessThanOrEqual(2 * N + 1);
+    expect(iterators.started).toBe(0);
+  });
+
+  it("peek is the queued item of the lowest id, whichever ids a replayed ledger consumes", () => {
+    fc.assert(
+      fc.property(fc.array(fc.oneof(fc.constant("enqueue" as const), fc.nat({ max: 12 })), { maxLength: 80 }), (calls) => {
+        const state = new QueueState("signal", 8);
+        const admit = admitter(state);
+        let n = 0;
+        for (const call of calls) {
+          if (call === "enqueue") admit(`k${n++}`, T0);
+          else state.applyConsume(call); // any id, queued or not
+          const lowest = Math.min(...state.items.keys());
+          expect(state.peek()?.id).toBe(Number.isFinite(lowest) ? lowest : undefined);
+        }
+        expect(state.headVisits).toBeLessThanOrEqual(calls.length + n);
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe("payloads from another realm", () => {
+  it("a Uint8Array from a vm context is a payload to the queue, its ledger-backed variant and the reference model alike", async () => {
+    const { runInNewContext } = await import("node:vm");
+    const foreign = runInNewContext("new Uint8Array([1, 2, 3])") as Uint8Array;
+    expect(foreign instanceof Uint8Array).toBe(false);
+    const memory = new EventQueue("signal", 4);
+    const oracle = new QueueOracle("signal", 4);
+    const engine = memoryEngine();
+    try {
+      const durable = await EventQueue.fromLedger(createStore(engine, { name: "queues" }).ledger, "q/realm", "signal", 4);
+      expect([memory.enqueue("k", foreign, T0), oracle.enqueue("k", foreign, T0), await durable.enqueue("k", foreign, T0)]).toEqual(["admit", "admit", "admit"]);
+      const handed = [memory.consume(), oracle.consume(), await durable.consume()];
+      expect(handed.map((item) => item && [item.key, Array.from(item.payload)])).toEqual([
+        ["k", [1, 2, 3]],
+        ["k", [1, 2, 3]],
+        ["k", [1, 2, 3]],
+      ]);
     } finally {
       await engine.close();
     }

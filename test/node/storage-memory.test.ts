@@ -3,11 +3,15 @@
  * restart is a new store over the same engine (the primitives keep no state
  * outside it).
  */
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { BlobsOracle, KvOracle, LedgerOracle, storageConformanceCases } from "../../src/testing/index.js";
 import { SharedSliceBytes } from "../../src/testing/storage-examples.js";
-import type { RecordNotFoundError } from "../../src/storage/errors.js";
+import { commandsUpTo } from "../../src/testing/soak.js";
+import { AmbiguousError, RecordNotFoundError } from "../../src/storage/errors.js";
+import { appendDefinite, type Ledger } from "../../src/storage/ledger.js";
+import { createStore } from "../../src/storage/store.js";
 
 describe("storage primitives over the memory engine", () => {
   const cases = storageConformanceCases({
@@ -61,5 +65,71 @@ describe("the storage reference models", () => {
     content.fill(9);
     blobs.get("b").fill(8);
     expect([...blobs.get("b")]).toEqual([5, 6]);
+  });
+});
+
+describe("ledger appends given a life (the engine ledger)", () => {
+  const bytes = (...values: number[]) => new Uint8Array(values);
+  async function records(ledger: Ledger, name: string): Promise<number[][]> {
+    const out: number[][] = [];
+    for await (const record of await ledger.read(name, 0)) out.push([record.seq, ...record.payload]);
+    return out;
+  }
+  async function lifeOf(ledger: Ledger, name: string): Promise<number> {
+    const cursor = await ledger.read(name, 0);
+    await cursor.close();
+    return cursor.life;
+  }
+
+  it("land in that life only: a ledger deleted and rewritten back to the same tip refuses them with RecordNotFoundError, writing nothing", async () => {
+    const engine = memoryEngine();
+    const ledger = createStore(engine, { name: "app" }).ledger;
+    const first = await lifeOf(ledger, "log");
+    await ledger.append("log", 0, bytes(1), { life: first }); // a never-written ledger is in its first life
+    await ledger.append("log", 1, bytes(2), { life: first });
+    await ledger.delete("log");
+    const second = await lifeOf(ledger, "log");
+    expect(second).not.toBe(first);
+    // Deleted, not written again: refused, even at expected 0 where the tip alone would accept it.
+    await expect(ledger.append("log", 0, bytes(9), { life: first })).rejects.toMatchObject({ code: "record_not_found", name: "log", seq: 1 });
+    await expect(ledger.append("log", 2, bytes(9), { life: first })).rejects.toBeInstanceOf(RecordNotFoundError);
+    expect(await ledger.tip("log")).toBe(0);
+    // Written again back to the tip the old life's writer read: still refused.
+    await ledger.append("log", 0, bytes(3), { life: second });
+    await ledger.append("log", 1, bytes(4));
+    await expect(ledger.append("log", 2, bytes(9), { life: first })).rejects.toMatchObject({ code: "record_not_found", seq: 3 });
+    // appendDefinite passes the refusal on (definite: nothing landed), also when it would read the record back.
+    await expect(appendDefinite(ledger, "log", 2, bytes(9), { life: first })).rejects.toBeInstanceOf(RecordNotFoundError);
+    const ambiguous: Ledger = { ...ledger, append: (name, expected) => Promise.reject(new AmbiguousError(name, expected)), read: (n, f, o) => ledger.read(n, f, o) };
+    await expect(appendDefinite(ambiguous, "log", 1, bytes(4), { life: first })).rejects.toMatchObject({ code: "append_verify_failed", cause: expect.any(RecordNotFoundError) as unknown });
+    await expect(appendDefinite(ambiguous, "log", 1, bytes(4), { life: second })).resolves.toBeUndefined(); // the same bytes, read back in its own life
+    expect(await records(ledger, "log")).toEqual([
+      [1, 3],
+      [2, 4],
+    ]);
+    // The current life appends as before; a conflict is still a conflict.
+    await ledger.append("log", 2, bytes(5), { life: second });
+    await expect(ledger.append("log", 2, bytes(9), { life: second })).rejects.toMatchObject({ code: "conflict" });
+    expect(await ledger.tip("log")).toBe(3);
+    await engine.close();
+  });
+
+  it("refuse a life that is not a non-negative integer, before anything is written", async () => {
+    const engine = memoryEngine();
+    const ledger = createStore(engine, { name: "app" }).ledger;
+    for (const life of [-1, 1.5, Number.NaN, "0"]) {
+      await expect(ledger.append("log", 0, bytes(1), { life: life as number })).rejects.toMatchObject({ code: "invalid_argument", argument: "life" });
+    }
+    expect(await ledger.tip("log")).toBe(0);
+    await engine.close();
+  });
+});
+
+describe("the model-based runs of the conformance suites", () => {
+  it("draw command sequences up to their maximum length (fast-check's default size stops at about ten)", () => {
+    const noop = fc.constant({ check: () => true, run: async () => {}, toString: () => "noop" });
+    const lengths = fc.sample(fc.commands([noop], commandsUpTo(40)), { numRuns: 300, seed: 42 }).map((commands) => [...commands].length);
+    expect(Math.max(...lengths)).toBeGreaterThan(30);
+    expect(lengths.reduce((sum, n) => sum + n, 0) / lengths.length).toBeGreaterThan(10);
   });
 });

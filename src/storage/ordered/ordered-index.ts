@@ -19,6 +19,7 @@ import { InvalidArgumentError, StorageBackendError } from "../errors.js";
 import { validateName } from "../names.js";
 import type { CallOptions } from "../options.js";
 import { transact } from "../transaction.js";
+import { isBytes } from "../web.js";
 import { decodeDueCursor, decodeRankedCursor, encodeDueCursor, encodeRankedCursor, type DuePosition, type RankedPosition } from "./cursor.js";
 import {
   InvalidOrderedRecordError,
@@ -88,7 +89,7 @@ function rowProblem(row: RecordRow): string | undefined {
   if (!Number.isSafeInteger(row.order) || row.order < 1) return "order must be a positive safe integer";
   if (row.rank !== null && !Number.isSafeInteger(row.rank)) return "rank must be a safe integer or null";
   if (row.dueAt !== null && !Number.isSafeInteger(row.dueAt)) return "due time must be a safe integer or null";
-  if (!(row.value instanceof Uint8Array)) return "value must be a Uint8Array";
+  if (!isBytes(row.value)) return "value must be a Uint8Array";
   if (typeof row.deleted !== "boolean") return "deleted must be a boolean";
   if (row.deleted && (row.rank !== null || row.dueAt !== null)) return "a tombstone is unranked and not due";
   return undefined;

@@ -9,6 +9,7 @@
  */
 import { InvalidArgumentError } from "../errors.js";
 import { utf8Length, validateName } from "../names.js";
+import { isBytes } from "../web.js";
 import {
   InvalidDueError,
   InvalidOrderedLimitError,
@@ -171,7 +172,7 @@ export function validateOrderedLimit(limit: number, max: number = MAX_ORDERED_LI
  * @throws {InvalidArgumentError} when `value` is not a `Uint8Array`.
  */
 export function validateOrderedValue(value: Uint8Array, max: number = MAX_ORDERED_VALUE_BYTES): Uint8Array {
-  if (!(value instanceof Uint8Array)) throw new InvalidArgumentError("value", "must be a Uint8Array");
+  if (!isBytes(value)) throw new InvalidArgumentError("value", "must be a Uint8Array");
   if (value.byteLength > max) throw new OrderedValueTooLargeError(value.byteLength, max);
   return value;
 }
@@ -227,7 +228,7 @@ export function validateOrderedRecord(record: OrderedRecord): OrderedRecord {
   if (!Number.isSafeInteger(record.order) || record.order < 1) broken("order must be a positive safe integer");
   if (rankRuleBroken(record.rank) !== undefined) broken("rank is not canonical");
   if (dueRuleBroken(record.due) !== undefined) broken("due is not canonical");
-  if (!(record.value instanceof Uint8Array)) broken("value must be a Uint8Array");
+  if (!isBytes(record.value)) broken("value must be a Uint8Array");
   if (typeof record.deleted !== "boolean") broken("deleted must be a boolean");
   if (record.deleted && (record.rank.ranked || record.due.state !== "not_due")) broken("a tombstone is unranked and not due");
   return record;
