@@ -45,6 +45,7 @@ import {
   type LedgerReadBound,
   type LedgerReadOptions,
   type LedgerRecord,
+  type LedgerAppendOptions,
   type LedgerWriteOptions,
 } from "../../src/storage/ledger.js";
 import { validateName } from "../../src/storage/names.js";
@@ -72,7 +73,7 @@ import { decodeStoreError, type StoreOutcome } from "./store-object.js";
 
 /** The {@link StoreObject} RPC methods the client calls (a `DurableObjectStub<StoreObject>` has them). */
 export interface StoreObjectStub {
-  ledgerAppend(store: string, name: string, expected: number, payload: Uint8Array, fence?: LeaseFence): Promise<StoreOutcome<void>>;
+  ledgerAppend(store: string, name: string, expected: number, payload: Uint8Array, fence?: LeaseFence, life?: number): Promise<StoreOutcome<void>>;
   ledgerRead(store: string, name: string, from: number, limit?: number, generation?: number): Promise<StoreOutcome<LedgerRecord[]>>;
   ledgerBound(store: string, name: string): Promise<StoreOutcome<LedgerReadBound>>;
   ledgerTip(store: string, name: string): Promise<StoreOutcome<number>>;
@@ -188,12 +189,19 @@ function fenceOf(options: LedgerWriteOptions | undefined): LeaseFence | undefine
 class ClientLedger implements Ledger {
   constructor(private readonly client: StoreObjectClient) {}
 
-  async append(name: string, expected: number, payload: Uint8Array, options?: LedgerWriteOptions): Promise<void> {
+  async append(name: string, expected: number, payload: Uint8Array, options?: LedgerAppendOptions): Promise<void> {
+    const life = checkLife(options);
     throwIfAborted(options);
     const fence = fenceOf(options);
+    // The object checks the life in the append's own transaction (only there can it tell a rewritten ledger from the old one).
     await this.client.call(
       "ledger.append",
-      (stub, store) => (fence === undefined ? stub.ledgerAppend(store, name, expected, payload) : stub.ledgerAppend(store, name, expected, payload, fence)),
+      (stub, store) =>
+        life !== undefined
+          ? stub.ledgerAppend(store, name, expected, payload, fence, life)
+          : fence === undefined
+            ? stub.ledgerAppend(store, name, expected, payload)
+            : stub.ledgerAppend(store, name, expected, payload, fence),
       (cause) => new AmbiguousError(name, expected, cause),
     );
   }

@@ -221,8 +221,9 @@ export class StoreObject<Env extends StoreObjectEnv = StoreObjectEnv> extends Du
 
   // ------------------------------------------------------------ ledger
 
-  async ledgerAppend(store: string, name: string, expected: number, payload: Uint8Array, fence?: LeaseFence): Promise<StoreOutcome<void>> {
-    return this.serve(store, (s) => s.ledger.append(name, expected, payload, fenced(fence)));
+  /** An append; given `life`, it lands only in that life of the ledger (see `LedgerAppendOptions.life`). */
+  async ledgerAppend(store: string, name: string, expected: number, payload: Uint8Array, fence?: LeaseFence, life?: number): Promise<StoreOutcome<void>> {
+    return this.serve(store, (s) => s.ledger.append(name, expected, payload, life === undefined ? fenced(fence) : { ...fenced(fence), life }));
   }
 
   /**

@@ -199,6 +199,28 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
         await expectRejects(() => store.ledger.read("log", 0, { life: bad as number }), { error: "InvalidArgumentError", code: "invalid_argument", argument: "life" }, `life ${String(bad)}`);
       }
     }),
+    ex("ledger: an append given a life lands only in that life, also when the ledger was rewritten back to the same tip", async ({ store, other }) => {
+      await store.ledger.append("log", 0, bytes(1));
+      const opened = await store.ledger.read("log", 0);
+      const life = opened.life;
+      await opened.close();
+      await other.ledger.append("log", 1, bytes(2), { life });
+      await store.ledger.delete("log");
+      await store.ledger.append("log", 0, bytes(9));
+      await store.ledger.append("log", 1, bytes(8));
+      // The tip is 2 again, as the writer read it: only the life tells the new ledger from the old one.
+      await expectRejects(() => other.ledger.append("log", 2, bytes(3), { life }), { error: "RecordNotFoundError", code: "record_not_found", name: "log", seq: 3 }, "an append in a life the ledger left");
+      await expectRejects(() => other.ledger.append("log", 5, bytes(3), { life }), { error: "RecordNotFoundError", code: "record_not_found", name: "log", seq: 6 }, "whatever the expected tip");
+      expectEqual(await drain(await store.ledger.read("log", 0)), [{ seq: 1, payload: bytes(9) }, { seq: 2, payload: bytes(8) }], "nothing landed");
+      const renewed = await store.ledger.read("log", 0);
+      await renewed.close();
+      await other.ledger.append("log", 2, bytes(7), { life: renewed.life });
+      expectEqual(await store.ledger.tip("log"), 3, "an append in the current life lands");
+      for (const bad of [-1, 1.5, Number.NaN, "0"]) {
+        await expectRejects(() => store.ledger.append("log", 3, bytes(1), { life: bad as number }), { error: "InvalidArgumentError", code: "invalid_argument", argument: "life" }, `life ${String(bad)}`);
+      }
+      expectEqual(await store.ledger.tip("log"), 3, "a refused life writes nothing");
+    }),
     ex("ledger: payloads are copied in and out; zero-length payloads are legal", async ({ store }) => {
       const payload = bytes(1, 2, 3);
       await store.ledger.append("log", 0, payload);

@@ -205,6 +205,29 @@ describe("HTTP store routes over StoreObjects", () => {
 });
 
 describe("StoreObjectClient", () => {
+  it("passes an append's life to the object, which lands it only in that life (also back at the same tip)", async () => {
+    const name = freshStore();
+    const store = new StoreObjectClient(env.STORES, name);
+    const other = new StoreObjectClient(env.STORES, name);
+    await store.ledger.append("log", 0, text("a"));
+    const opened = await store.ledger.read("log", 0);
+    await opened.close();
+    await other.ledger.append("log", 1, text("b"), { life: opened.life });
+    await store.ledger.delete("log");
+    await store.ledger.append("log", 0, text("x"));
+    await store.ledger.append("log", 1, text("y"));
+    const stale = await other.ledger.append("log", 2, text("c"), { life: opened.life }).catch((error: unknown) => error);
+    expect(stale).toBeInstanceOf(RecordNotFoundError);
+    expect(stale).toMatchObject({ code: "record_not_found", name: "log", seq: 3 });
+    expect(await store.ledger.tip("log")).toBe(2);
+    const bad = await other.ledger.append("log", 2, text("c"), { life: -1 }).catch((error: unknown) => error);
+    expect(bad).toMatchObject({ code: "invalid_argument", argument: "life" });
+    const renewed = await store.ledger.read("log", 0);
+    await renewed.close();
+    await other.ledger.append("log", 2, text("c"), { life: renewed.life });
+    expect(await store.ledger.tip("log")).toBe(3);
+  });
+
   it("rebuilds typed errors with their class, code and spec fields", async () => {
     const store = new StoreObjectClient(env.STORES, freshStore());
     await store.ledger.append("log", 0, text("a"));
