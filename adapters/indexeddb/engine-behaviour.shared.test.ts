@@ -423,7 +423,8 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
         pageLimits: { maxRows, maxBytes: 1024 },
         cachePages,
         logLimits,
-        ...(clock ? { clock } : {}),
+        // The test's clock stands for both of the engine's (it only moves forward).
+        ...(clock ? { clock, monotonic: clock } : {}),
       });
     /** What the database `name` stores: its log records in version order, and how many pages. */
     const stored = async (name: string): Promise<{ log: unknown[]; pages: number }> => {

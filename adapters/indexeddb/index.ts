@@ -14,13 +14,19 @@
  * - a small commit is one request: its changes are stored as one record of
  *   a log, and a later commit writes the log's changes into the pages
  *   (a checkpoint) once it holds 128 records or 256 KB; replaced checkpoint
- *   records stay for ten minutes, as evidence of the commits they replaced;
- * - pages read are cached per engine with the log after them, at the
+ *   records stay for ten minutes, as evidence of the commits they replaced
+ *   (and until the engine deleting one has seen it for 20 s by its
+ *   monotonic clock, so that a wall clock stepped either way loses no
+ *   commit);
+ * - pages read are cached per engine (at most 2048 pages and 32 MiB by the
+ *   rows' size estimates, the pages used longest ago dropped first; dropped
+ *   at `close()`) with the log after them, at the
  *   database version (one per writing transaction, in any tab) they were read
  *   at; a transaction that finds a newer version reads the log records after
  *   it, so another tab's writes are never read stale; while nothing else of
  *   the engine runs, a transaction reads its cache without waiting for the
- *   version: a write shortly after the last one stores its change record
+ *   version: a write shortly after the last one (within 10 s by both the
+ *   wall clock and `performance.now()`) stores its change record
  *   with one request, which IndexedDB refuses (a unique index) when another
  *   commit was already made on the same version; otherwise the version is
  *   read in the same round. Either way, when another tab wrote meanwhile the

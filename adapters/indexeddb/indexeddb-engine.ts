@@ -28,7 +28,8 @@
  * - A transaction started while no other one of this engine runs reads the
  *   cache unchecked (`ViewMode` in `./paged-transaction.ts`): an awaited write
  *   costs one request (trusted, within `TRUST_MS` of the version's last
- *   confirmation; the `bases` index refuses a commit made on a version that
+ *   confirmation by both the wall clock and a monotonic one, `trustHolds` in
+ *   `./log.ts`; the `bases` index refuses a commit made on a version that
  *   another commit already built on) or one round of two (optimistic). When
  *   another tab, worker or engine object wrote meanwhile, that transaction is
  *   aborted before storing anything and the body runs again, in a new
@@ -42,6 +43,9 @@
  *   for a fresh storage estimate (at most `ESTIMATE_TIMEOUT_MS`, then the
  *   check is off for it), transactions called after it wait too, so they
  *   still start in call order.
+ * - The page cache holds at most `DEFAULT_CACHE_PAGES` pages and
+ *   `DEFAULT_CACHE_BYTES` (32 MiB) of them by the rows' size estimates,
+ *   dropping the pages used longest ago; `close()` drops it.
  * - The connection is opened on first use (or by `open()`), closed by itself
  *   on `versionchange` (another tab upgrading or deleting the database) and
  *   reopened by the next `transact`. Failures are typed (`./errors.ts`). An
@@ -63,7 +67,7 @@ import type { Engine, EngineTransaction, TransactionMode, TransactOptions } from
 import { connectionLostError, IndexedDbEngineError, transactionAbortError } from "./errors.js";
 import { Headroom, isReserveRefusal, storageFromGlobals, type StorageEstimator } from "./headroom.js";
 import { PagedTransaction, type ViewMode } from "./paged-transaction.js";
-import { DEFAULT_LOG_LIMITS, type LogLimits, TRUST_MS } from "./log.js";
+import { DEFAULT_LOG_LIMITS, type LogLimits, type Moment, monotonicNow, trustHolds } from "./log.js";
 import { DEFAULT_PAGE_LIMITS, PageCache, type PageLimits } from "./pages.js";
 import { LOG_STORE, MIGRATIONS, openEngineDatabase, PAGES_STORE, type Migration } from "./schema.js";
 
@@ -104,10 +108,20 @@ export interface IndexedDbEngineConfig {
   readonly pageLimits?: PageLimits;
   /** Most pages the cache keeps; default {@link DEFAULT_CACHE_PAGES}. */
   readonly cachePages?: number;
+  /** Most estimated bytes the cache keeps; default {@link DEFAULT_CACHE_BYTES}. */
+  readonly cacheBytes?: number;
   /** How much the log holds before a commit checkpoints; default {@link DEFAULT_LOG_LIMITS}. */
   readonly logLimits?: LogLimits;
-  /** Epoch ms (default `Date.now`); tests pass one they move, to cross `TRUST_MS` and `EVIDENCE_MS`. */
+  /** Epoch ms (default `Date.now`); tests pass one they move, to cross `TRUST_MS` and `EVIDENCE_MS`, or step it back. */
   readonly clock?: () => number;
+  /**
+   * A monotonic clock of the context, ms (default `performance.now()`): a
+   * version is trusted less than `TRUST_MS` after its confirmation by both
+   * clocks, and a replaced checkpoint record is deleted only once this clock
+   * has counted `WITNESS_MS` since the engine saw it (`./log.ts`). Tests pass
+   * one they move with `clock`, or not when they step `clock`.
+   */
+  readonly monotonic?: () => number;
   /** Bytes kept free for transactions that do not grow the data (see `reserveBytes` in `./index.ts`); undefined: the default. */
   readonly reserveBytes?: number | undefined;
   /** The StorageManager whose estimate the reserve is checked against; undefined: `navigator.storage`, looked up on first use. */
@@ -118,8 +132,19 @@ export interface IndexedDbEngineConfig {
   readonly openWaitMs?: number | undefined;
 }
 
-/** Pages the engine keeps in memory by default (at most 16 KB each: 32 MB at worst, far less for index pages). */
+/**
+ * Pages the engine keeps in memory by default. With {@link DEFAULT_CACHE_BYTES}:
+ * the page count alone bounds nothing (a row larger than a page gets a page
+ * of its own: a 256 KiB blob chunk, say), and 2048 pages of up to 16 KiB fill
+ * those bytes.
+ */
 export const DEFAULT_CACHE_PAGES = 2048;
+/**
+ * Bytes of pages the engine keeps in memory by default, at most: 32 MiB, by
+ * the rows' size estimates (`cachedBytes` in `./pages.ts`: `sizeOf` of each
+ * value and its key, plus a little per page), not a measure of the heap.
+ */
+export const DEFAULT_CACHE_BYTES = 32 * 1024 * 1024;
 
 /**
  * The IndexedDB {@link Engine}. Use `indexedDbEngine()` from
@@ -152,6 +177,10 @@ export class IndexedDbEngine implements Engine {
   private contended = 0;
   /** Epoch ms: when a version was confirmed, when a checkpoint was written (internal: tests move it). */
   private readonly clock: () => number;
+  /** Monotonic ms of this context (internal: tests move it). */
+  private readonly monotonic: () => number;
+  /** Both clocks read now. */
+  private readonly now = (): Moment => ({ wall: this.clock(), mono: this.monotonic() });
   /** `close()` calls waiting for `pending` to reach 0. */
   private drained: (() => void)[] = [];
   /** The storage kept free for transactions that do not grow the data (`./headroom.ts`). */
@@ -172,8 +201,9 @@ export class IndexedDbEngine implements Engine {
     this.migrations = config.migrations ?? MIGRATIONS;
     this.limits = config.pageLimits ?? DEFAULT_PAGE_LIMITS;
     this.logLimits = config.logLimits ?? DEFAULT_LOG_LIMITS;
-    this.cache = new PageCache(config.cachePages ?? DEFAULT_CACHE_PAGES);
+    this.cache = new PageCache(config.cachePages ?? DEFAULT_CACHE_PAGES, config.cacheBytes ?? DEFAULT_CACHE_BYTES);
     this.clock = config.clock ?? Date.now;
+    this.monotonic = config.monotonic ?? monotonicNow;
     this.headroom = new Headroom(config.storage ?? storageFromGlobals, config.reserveBytes, this.clock, config.estimateTimeoutMs);
     this.openWaitMs = config.openWaitMs;
   }
@@ -269,8 +299,9 @@ export class IndexedDbEngine implements Engine {
   /**
    * Refuse every later `transact`, let the running ones finish (those still
    * waiting for the connection included: an open answers, or rejects, within
-   * a bounded time, see `openEngineDatabase`), then close the connection. The
-   * data stays on disk: a new engine on the same name sees it.
+   * a bounded time, see `openEngineDatabase`), then close the connection and
+   * drop the cache. The data stays on disk: a new engine on the same name
+   * sees it.
    */
   async close(): Promise<void> {
     this.closed = true;
@@ -288,6 +319,7 @@ export class IndexedDbEngine implements Engine {
     }
     this.db?.close();
     this.db = null;
+    this.cache.reset();
   }
 
   private closedError(): IndexedDbEngineError {
@@ -346,8 +378,10 @@ export class IndexedDbEngine implements Engine {
    * `./paged-transaction.ts`): checked when `unchecked` is not allowed (a
    * rerun), when the cache knows no version, when another transaction of this
    * engine runs (its commit would move the version under this one) or just
-   * after a stale view; trusted for a writing transaction within
-   * {@link TRUST_MS} of the version's confirmation; else optimistic.
+   * after a stale view; trusted for a writing transaction within `TRUST_MS`
+   * of the version's confirmation by both clocks (`trustHolds`: a wall clock
+   * stepped back does not bring a long-past confirmation back into trust);
+   * else optimistic.
    */
   private viewMode(mode: TransactionMode, unchecked: boolean): ViewMode {
     if (!unchecked || this.running > 0 || this.cache.version === null) return "checked";
@@ -355,8 +389,7 @@ export class IndexedDbEngine implements Engine {
       this.contended--;
       return "checked";
     }
-    const age = this.clock() - this.cache.confirmedAt;
-    return mode === "readwrite" && age >= 0 && age < TRUST_MS ? "trusted" : "optimistic";
+    return mode === "readwrite" && trustHolds(this.cache.confirmedAt, this.now()) ? "trusted" : "optimistic";
   }
 
   /**
@@ -411,7 +444,7 @@ export class IndexedDbEngine implements Engine {
         abortWhenKnown,
         view,
         abort,
-        this.clock,
+        this.now,
       );
       const settle = (): void => {
         if (body === 0 || state === 0) return;
@@ -445,7 +478,11 @@ export class IndexedDbEngine implements Engine {
         if (handle.storedBytes > 0) this.headroom.wrote(handle.storedBytes);
         const install = handle.install;
         if (install?.kind === "log") this.cache.installChange(install.base, install.record, install.keys);
-        else if (install?.kind === "pages") this.cache.install(install.base, install.puts, install.deletes);
+        else if (install?.kind === "pages") {
+          this.cache.install(install.base, install.puts, install.deletes);
+          // Its own checkpoint record, stored as of the reading taken after it was added.
+          if (handle.lockedAt !== null) this.cache.witness.saw(install.base + 1, install.at, handle.lockedAt.mono);
+        }
         // A commit made on the cached version confirms the one it made.
         if (install !== null && this.cache.version === install.base + 1 && handle.lockedAt !== null) this.cache.confirmedAt = handle.lockedAt;
         settle();

@@ -48,15 +48,17 @@ import {
   type CheckpointRecord,
   type CommittedLog,
   contains,
-  EVIDENCE_MS,
   EVIDENCE_SWEEP,
   type LogLimits,
   type LogRecord,
   type LogRow,
   MAX_LOG_CLEARED,
+  type Moment,
+  monotonicNow,
+  NEVER,
   recordBytes,
   type Slot,
-  TRUST_MS,
+  trustHolds,
 } from "./log.js";
 import { CHECKPOINTS_INDEX } from "./schema.js";
 
@@ -98,7 +100,14 @@ interface Snapshot {
 /** What a committed flush leaves for the cache: a change record, or the pages a checkpoint wrote. */
 export type CacheInstall =
   | { readonly kind: "log"; readonly base: number; readonly record: ChangeRecord; readonly keys: readonly Key[] }
-  | { readonly kind: "pages"; readonly base: number; readonly puts: readonly Page[]; readonly deletes: readonly string[] };
+  | {
+      readonly kind: "pages";
+      readonly base: number;
+      readonly puts: readonly Page[];
+      readonly deletes: readonly string[];
+      /** The date of the checkpoint record it stored (the engine's witness notes the record once committed). */
+      readonly at: number;
+    };
 
 /** A record of the `log` store with its version. */
 function toLogEntry(record: IdbRecord): { readonly version: number; readonly record: LogRecord } {
@@ -249,7 +258,8 @@ const READY: Promise<void> = Promise.resolve();
  *   first and answers before anything else of the transaction happens. A
  *   moved version aborts the transaction before any write.
  * - `trusted` (a writing transaction whose engine confirmed the version less
- *   than `TRUST_MS` ago): no version read at all. The change record's `add`
+ *   than `TRUST_MS` ago by both of its clocks, `trustHolds` in `./log.ts`):
+ *   no version read at all. The change record's `add`
  *   is the check: the `bases` index refuses a second commit made on one
  *   version (`./log.ts`), so a stale view's commit fails and aborts. The
  *   trust is judged again when the `add` has run (IndexedDB may run a
@@ -299,16 +309,16 @@ export class PagedTransaction implements EngineTransaction {
   /** The version read's verdict: issued at the start (optimistic) or on demand (trusted); checked: `true`. */
   private verdict: Promise<boolean> | null;
   /** When the cache's version was confirmed, as the transaction was created (what a trusted view rests on). */
-  private trustedSince = -Infinity;
+  private trustedSince: Moment = NEVER;
   /**
-   * A clock reading taken in a request callback of this transaction: while
+   * A reading of both clocks taken in a request callback of this transaction: while
    * a callback runs, the transaction holds its lock, so no other transaction
    * of the database has built on the version it commits before this time.
    * A commit confirms its version as of this reading (see `oncomplete` in
    * `./indexeddb-engine.ts`), not as of its `complete` event, which a
    * frozen or busy context may handle long after.
    */
-  lockedAt: number | null = null;
+  lockedAt: Moment | null = null;
   /** The committed log at that version (set once `ready` resolved). */
   private log: CommittedLog | null = null;
   /** Committed pages this transaction has seen (the partition cannot change under it). */
@@ -330,8 +340,8 @@ export class PagedTransaction implements EngineTransaction {
     mode: ViewMode = "checked",
     /** Aborts the transaction at once (a stale view found by the version read). */
     private readonly onStale: () => void = doom,
-    /** The engine's clock (epoch ms): when a version was confirmed, when a checkpoint was written. */
-    private readonly clock: () => number = Date.now,
+    /** The engine's clocks: when a version was confirmed, when a checkpoint was written (see {@link Moment}). */
+    private readonly now: () => Moment = () => ({ wall: Date.now(), mono: monotonicNow() }),
   ) {
     this.mode = mode !== "checked" && cache.version !== null ? mode : "checked";
     if (this.mode === "checked") {
@@ -374,7 +384,7 @@ export class PagedTransaction implements EngineTransaction {
       (version) => {
         if (version === this.version) {
           this.current = true;
-          this.lockedAt = this.clock();
+          this.lockedAt = this.now();
           if (this.cache.version === version) this.cache.confirmedAt = this.lockedAt;
           return true;
         }
@@ -399,7 +409,7 @@ export class PagedTransaction implements EngineTransaction {
   private markStale(): void {
     this.stale = true;
     this.current = false;
-    this.cache.confirmedAt = -Infinity;
+    this.cache.confirmedAt = NEVER;
   }
 
   /** Read the database version and bring the cache to it (see the module comment). */
@@ -420,7 +430,7 @@ export class PagedTransaction implements EngineTransaction {
       if (cache.version !== seen) continue;
       cache.catchUp(from, version, records.map(toLogEntry));
     }
-    cache.confirmedAt = this.clock();
+    cache.confirmedAt = this.now();
     this.log = cache.log;
   }
 
@@ -454,8 +464,8 @@ export class PagedTransaction implements EngineTransaction {
       if (logged !== undefined) return (logged.deleted ? undefined : logged.value) as V | undefined;
       if (log.hides(enc)) return undefined;
       const page = this.pageFor(enc);
-      return page instanceof Page ? rowOf<V>(page, enc) : page.then((loaded) => rowOf<V>(loaded, enc));
-    });
+      return page instanceof Page ? rowOf<V>(page, enc) : page.then((loaded) => rowOf<V>(loaded, enc), this.refused);
+    }, this.refused);
   }
 
   put(key: Key, value: unknown): void {
@@ -512,7 +522,7 @@ export class PagedTransaction implements EngineTransaction {
     if (isEmpty(iv)) return Promise.resolve([]);
     const snapshot = this.snapshot(iv);
     const reverse = options?.reverse === true;
-    return this.ready.then(() => (reverse ? this.walkDown(iv, limit, snapshot) : this.walkUp(iv, limit, snapshot))) as Promise<Entry<V>[]>;
+    return this.ready.then(() => (reverse ? this.walkDown(iv, limit, snapshot) : this.walkUp(iv, limit, snapshot)).catch(this.refused), this.refused) as Promise<Entry<V>[]>;
   }
 
   /**
@@ -562,10 +572,9 @@ export class PagedTransaction implements EngineTransaction {
         // gone. A stale view fails the add (ConstraintError); a trust that expired meanwhile aborts it.
         this.verdict = new Promise<boolean>((resolve) => {
           request.onsuccess = () => {
-            const now = this.clock();
+            const now = this.now();
             this.lockedAt = now;
-            const age = now - this.trustedSince;
-            if (age >= 0 && age < TRUST_MS) resolve(true);
+            if (trustHolds(this.trustedSince, now)) resolve(true);
             else {
               this.markStale();
               this.onStale();
@@ -579,7 +588,7 @@ export class PagedTransaction implements EngineTransaction {
         });
       } else {
         request.onsuccess = () => {
-          this.lockedAt = this.clock();
+          this.lockedAt = this.now();
         };
       }
       this.install = { kind: "log", base: this.version, record, keys };
@@ -609,15 +618,17 @@ export class PagedTransaction implements EngineTransaction {
     if (log.records > 0) this.logStore.delete(this.platform.IDBKeyRange.bound(floor, next, true, true));
     const bases: number[] = [];
     for (let base = floor; base <= this.version; base++) bases.push(base);
-    const now = this.clock();
-    this.logStore.add({ checkpoint: true, cp: next, at: now, b: bases } satisfies LogRecord, next);
-    // Replaced checkpoint records past the evidence time go, the oldest first, a few per checkpoint.
+    const at = this.now().wall;
+    this.logStore.add({ checkpoint: true, cp: next, at, b: bases } satisfies LogRecord, next);
+    // Replaced checkpoint records past the evidence time go, the oldest first, a few per checkpoint;
+    // those dated in the future are re-dated to now (see `Witness` in ./log.ts).
     const oldest = await requestResult(this.logStore.index(CHECKPOINTS_INDEX).getAll(null, EVIDENCE_SWEEP));
-    this.lockedAt = this.clock();
-    for (const record of oldest as CheckpointRecord[]) {
-      if (record.cp !== undefined && record.cp < next && (record.at ?? 0) < now - EVIDENCE_MS) this.logStore.delete(record.cp);
-    }
-    this.install = { kind: "pages", base: this.version, puts, deletes };
+    const now = this.now();
+    this.lockedAt = now;
+    const sweep = this.cache.witness.sweep(oldest as CheckpointRecord[], next, now);
+    for (const record of sweep.redated) this.logStore.put(record, record.cp);
+    for (const cp of sweep.deletes) this.logStore.delete(cp);
+    this.install = { kind: "pages", base: this.version, puts, deletes, at };
     this.storedBytes = puts.reduce((sum, page) => sum + page.bytes + PAGE_OVERHEAD, 16 + 8 * bases.length);
   }
 
@@ -711,10 +722,15 @@ export class PagedTransaction implements EngineTransaction {
     return { puts: stored, deletes };
   }
 
-  /** Throw if the handle may not be used. */
-  /** Refuse a call on a handle that is dead or whose transaction ended; a refusal dooms the transaction, caught or not. */
+  /**
+   * Refuse a call on a handle that is dead or whose transaction ended; a
+   * refusal dooms the transaction, caught or not, and every later call
+   * throws that first refusal again (the transaction is being aborted: what
+   * it would read is gone), as `transact` rejects with it.
+   */
   private check(): void {
     if (!this.live) throw dead();
+    if (this.failed) throw this.failure;
     if (this.ended === "committed") throw this.fail(committedEarly());
     if (this.ended === "aborted") throw this.fail(new IndexedDbEngineError("aborted", `${PREFIX}the transaction was aborted; its writes were rolled back`, { retryable: true }));
   }
@@ -941,6 +957,15 @@ export class PagedTransaction implements EngineTransaction {
     if (reverse) for (let k = merged.length - 1; k >= 0 && out.length < limit; k--) out.push(merged[k]!);
     else for (let k = 0; k < merged.length && out.length < limit; k++) out.push(merged[k]!);
   }
+
+  /**
+   * What a read that failed rejects with: the first refused call's error
+   * once one doomed the transaction (the abort it caused fails the read's
+   * requests with a platform `AbortError`), else `error`.
+   */
+  private readonly refused = (error: unknown): never => {
+    throw this.failed ? this.failure : error;
+  };
 
   /** Record the first refused call, doom the transaction, and return `error` to rethrow. */
   private fail(error: unknown): unknown {

@@ -8,7 +8,8 @@
 import { describe, expect, it } from "vitest";
 import { encodeKey } from "../../src/ordered/key-encoding.js";
 import type { ChangeRecord } from "./log.js";
-import { cutPages, Page, PageBuilder, PageCache, PageSet, sizeOf, type PageLimits } from "./pages.js";
+import { DEFAULT_CACHE_BYTES, DEFAULT_CACHE_PAGES } from "./indexeddb-engine.js";
+import { cachedBytes, cutPages, Page, PageBuilder, PageCache, PageSet, sizeOf, type PageLimits } from "./pages.js";
 
 const limits: PageLimits = { maxRows: 4, maxBytes: 200 };
 
@@ -127,6 +128,39 @@ describe("PageSet and PageCache", () => {
     cache.install(1, [m], []); // not over its base: forget everything
     expect(cache.version).toBeNull();
     expect(cache.size).toBe(0);
+  });
+
+  it("is bounded by estimated bytes as well as pages: by default 32 MiB whatever the page count, a page larger than the bound not kept at all", () => {
+    const MiB = 1024 * 1024;
+    const cache = new PageCache(DEFAULT_CACHE_PAGES, DEFAULT_CACHE_BYTES);
+    expect(DEFAULT_CACHE_BYTES).toBe(32 * MiB);
+    cache.catchUp(null, 1, [{ version: 1, record: { checkpoint: true } }]);
+    // 100 pages of one 1 MiB row each (a row larger than a page gets a page of its own): 32 MiB at most are kept.
+    const big = (i: number): Page => {
+      const enc = `p${String(i).padStart(3, "0")}`;
+      return new Page(enc, `p${String(i + 1).padStart(3, "0")}`, [enc], [new Uint8Array(MiB)], [MiB], enc.length + 8 + MiB);
+    };
+    for (let i = 0; i < 100; i++) cache.add(big(i));
+    expect(cache.bytes).toBeLessThanOrEqual(32 * MiB);
+    expect(cache.all().reduce((sum, page) => sum + cachedBytes(page), 0)).toBe(cache.bytes);
+    expect(cache.size).toBe(31);
+    // The pages used longest ago went first.
+    expect(cache.at("p068")).toBeUndefined();
+    expect(cache.at("p069")?.lo).toBe("p069");
+    // Touching one keeps it over the pages added after it.
+    cache.add(big(100));
+    expect(cache.at("p069")?.lo).toBe("p069");
+    expect(cache.at("p070")).toBeUndefined();
+    // A page larger than the whole bound is not kept, and the older version of it at its fence goes.
+    const huge = new Page("p080", "p081", ["p080"], [new Uint8Array(40 * MiB)], [40 * MiB], 40 * MiB + 12);
+    cache.add(huge);
+    expect(cache.at("p080")).toBeUndefined();
+    expect(cache.bytes).toBe(cache.all().reduce((sum, page) => sum + cachedBytes(page), 0));
+    // Removing and resetting keep the count exact.
+    cache.remove("p099");
+    expect(cache.bytes).toBe(cache.all().reduce((sum, page) => sum + cachedBytes(page), 0));
+    cache.reset();
+    expect([cache.size, cache.bytes]).toEqual([0, 0]);
   });
 
   it("catches up with the log: change records keep the pages, a checkpoint among them forgets them, a gap is refused", () => {

@@ -25,7 +25,7 @@ import { lowerBound, upperBound } from "../../src/ordered/btree.js";
 import { decodeKey } from "../../src/ordered/key-encoding.js";
 import type { Key } from "../../src/engine.js";
 import { damaged, uncloneable } from "./errors.js";
-import { type ChangeRecord, CommittedLog, isCheckpoint, type LogRecord } from "./log.js";
+import { type ChangeRecord, CommittedLog, isCheckpoint, type LogRecord, type Moment, NEVER, Witness } from "./log.js";
 
 /** A page as stored under its low fence. */
 export interface PageRecord {
@@ -427,13 +427,24 @@ export class PageSet {
   }
 }
 
+/** Estimated bytes a cached page takes in memory beyond its rows' estimates (the page object, its arrays). */
+export const CACHED_PAGE_OVERHEAD = 64;
+
+/** Estimated bytes `page` takes in the cache: its rows ({@link Page.bytes}, by {@link sizeOf}) and its overhead. */
+export function cachedBytes(page: Page): number {
+  return page.bytes + CACHED_PAGE_OVERHEAD;
+}
+
 /**
  * The engine's cache of the committed state at one version of the database
  * (the counter of `./log.ts`): some of the pages, and the whole committed log
  * after them. A transaction that reads a newer version brings it up to date
  * ({@link catchUp}), so a write from another tab or worker is never read
- * stale. Bounded: beyond `capacity` pages it drops the ones used longest ago
- * (the log is bounded by its own limits).
+ * stale. Bounded twice: beyond `capacity` pages, or beyond `maxBytes`
+ * estimated bytes ({@link cachedBytes}: a row larger than a page gets a page
+ * of its own, so the page count alone bounds nothing), it drops the pages
+ * used longest ago; a page larger than `maxBytes` on its own is not kept at
+ * all. (The log is bounded by its own limits.)
  */
 export class PageCache extends PageSet {
   /** The version the cached pages and log belong to; `null` before the first transaction. */
@@ -441,14 +452,29 @@ export class PageCache extends PageSet {
   /** The change records after the pages, at {@link version}. Replaced (not emptied) on a reset. */
   log = new CommittedLog();
   /**
-   * When {@link version} was last confirmed to be the database's (epoch ms,
-   * the engine's clock): by reading it, or by a commit made on the one before.
-   * `-Infinity` when unconfirmed (a reset, a stale transaction).
+   * When {@link version} was last confirmed to be the database's (both of
+   * the engine's clocks, see `trustHolds` in `./log.ts`): by reading it, or
+   * by a commit made on the one before. {@link NEVER} when unconfirmed (a
+   * reset, a stale transaction).
    */
-  confirmedAt = -Infinity;
+  confirmedAt: Moment = NEVER;
+  /** Replaced checkpoint records this engine has seen, and since when (see {@link Witness}). Forgotten on a reset. */
+  witness = new Witness();
+  /** Estimated bytes of the cached pages ({@link cachedBytes}, as each was added). */
+  private held = 0;
+  /** What each cached page was counted as when added (pages are immutable once shared; this keeps the sum exact anyway). */
+  private readonly weights = new Map<string, number>();
 
-  constructor(private readonly capacity: number) {
+  constructor(
+    private readonly capacity: number,
+    private readonly maxBytes: number = Infinity,
+  ) {
     super();
+  }
+
+  /** Estimated bytes of the cached pages (at most the bound given to the constructor). */
+  get bytes(): number {
+    return this.held;
   }
 
   /** Forget everything, and the version too. */
@@ -456,7 +482,22 @@ export class PageCache extends PageSet {
     this.clear();
     this.log = new CommittedLog();
     this.version = null;
-    this.confirmedAt = -Infinity;
+    this.confirmedAt = NEVER;
+    this.witness = new Witness();
+  }
+
+  override clear(): void {
+    super.clear();
+    this.weights.clear();
+    this.held = 0;
+  }
+
+  override remove(lo: string): void {
+    const weight = this.weights.get(lo);
+    if (weight === undefined) return;
+    this.weights.delete(lo);
+    this.held -= weight;
+    super.remove(lo);
   }
 
   /**
@@ -494,9 +535,14 @@ export class PageCache extends PageSet {
   }
 
   override add(page: Page): void {
+    // The page replaces any cached one at its low fence (an older version of it).
+    this.remove(page.lo);
+    const weight = cachedBytes(page);
+    if (weight > this.maxBytes) return;
     super.add(page);
-    this.touch(page);
-    while (this.byLo.size > this.capacity) {
+    this.weights.set(page.lo, weight);
+    this.held += weight;
+    while (this.byLo.size > this.capacity || this.held > this.maxBytes) {
       const oldest = this.byLo.keys().next().value as string;
       this.remove(oldest);
     }

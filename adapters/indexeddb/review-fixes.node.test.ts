@@ -12,12 +12,27 @@
  *   down) passed `put` and failed at the commit with the platform's raw
  *   `DataCloneError`.
  * - A storage estimate that never answered held every transaction.
+ * - Trust in a confirmed version was judged by the wall clock alone: stepped
+ *   back, it brought a long-past confirmation back into trust, and a commit
+ *   on a base whose evidence was swept meanwhile was stored below the newest
+ *   checkpoint, where no engine reads it (`transact` resolved, the write was
+ *   lost). The sweep dated evidence by the wall clock alone too: stepped
+ *   forward past the evidence time and back within a trust, it did the same.
+ * - The sweep looked at the 8 oldest replaced checkpoint records only: 8
+ *   dated in the future (written while the clock ran ahead) stalled it.
+ * - The page cache was bounded by page count only: rows larger than a page
+ *   get a page each, so it held far more than the 32 MiB documented.
+ * - A body that caught a refused call and then read got a platform
+ *   `AbortError` (and so did `transact`) instead of the refusal.
  */
 import { IDBFactory, IDBKeyRange } from "fake-indexeddb";
 import { describe, expect, it } from "vitest";
+import type { EngineTransaction } from "../../src/engine.js";
 import { IndexedDbEngineError, indexedDbEngine } from "./index.js";
 import { IndexedDbEngine } from "./indexeddb-engine.js";
-import { MIGRATIONS, openEngineDatabase, SCHEMA_VERSION } from "./schema.js";
+import { type LogLimits, TRUST_MS, WITNESS_MS } from "./log.js";
+import type { PageCache } from "./pages.js";
+import { LOG_STORE, MIGRATIONS, openEngineDatabase, SCHEMA_VERSION } from "./schema.js";
 import { retryWhileBlocked } from "../../test/node/support/retry-blocked.js";
 
 const KiB = 1024;
@@ -321,4 +336,327 @@ describe("review fixes: a storage estimate that never answers", () => {
     await expect(engine.transact("readwrite", async (tx) => tx.put(["b"], new Uint8Array(10 * KiB)), GROWS)).rejects.toMatchObject({ code: "quota_exceeded" });
     await engine.close();
   });
+});
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const DAY = 24 * 60 * MINUTE;
+
+/**
+ * One machine: engines (tabs) on one fake-indexeddb database, with the two
+ * clocks the test moves: `pass` lets real time go by (both clocks move),
+ * `step` moves the wall clock alone (NTP, a user, a bad RTC).
+ */
+function machine(name: string) {
+  const idb = new IDBFactory();
+  const time = { wall: 1000 * DAY, mono: 0 };
+  const make = (logLimits: LogLimits): IndexedDbEngine =>
+    new IndexedDbEngine({
+      name,
+      durability: "strict",
+      platform: () => ({ indexedDB: idb, IDBKeyRange }),
+      logLimits,
+      clock: () => time.wall,
+      monotonic: () => time.mono,
+      reserveBytes: 0,
+    });
+  const pass = (ms: number): void => {
+    time.wall += ms;
+    time.mono += ms;
+  };
+  const step = (ms: number): void => {
+    time.wall += ms;
+  };
+  /** Every record of the `log` store. */
+  const log = async (): Promise<{ checkpoint?: boolean; cp?: number; at?: number; b?: number | number[] }[]> => {
+    const db = await openEngineDatabase(idb, IDBKeyRange, name, MIGRATIONS);
+    try {
+      return await new Promise((resolve) => {
+        const request = db.transaction(LOG_STORE).objectStore(LOG_STORE).getAll();
+        request.onsuccess = () => resolve(request.result as { b?: number | number[] }[]);
+      });
+    } finally {
+      db.close();
+    }
+  };
+  /** The versions the stored records name as their bases (the evidence of every commit not swept). */
+  const bases = async (): Promise<number[]> => (await log()).flatMap((record) => record.b ?? []);
+  return { time, make, pass, step, log, bases };
+}
+
+const put = (engine: IndexedDbEngine, key: string, value: unknown): Promise<void> => engine.transact("readwrite", async (tx) => tx.put([key], value));
+const get = (engine: IndexedDbEngine, key: string): Promise<unknown> => engine.transact("readonly", (tx) => tx.get([key]));
+const cacheOf = (engine: IndexedDbEngine): PageCache => (engine as unknown as { cache: PageCache }).cache;
+
+describe("review fixes: a wall clock stepped back or forth loses no commit", () => {
+  it("ends the trust in a confirmed version by the monotonic clock too: a clock stepped back 20 minutes does not bring it back", async () => {
+    const m = machine("clock-back");
+    const small = { records: 2, bytes: MiB };
+    const [a, b] = [m.make(small), m.make(small)];
+    await put(a, "a0", 0); // A confirms its version by its commit
+    const base = cacheOf(a).version!;
+    const confirmed = m.time.wall;
+    // The wall clock is stepped back 20 minutes; A stays idle. B builds on A's version and checkpoints.
+    m.step(-20 * MINUTE);
+    for (let i = 0; i < 3; i++) {
+      m.pass(SECOND);
+      await put(b, `b${i}`, i);
+    }
+    // 15 minutes on, B's checkpoints sweep the record of the commit made on A's version (dated 10 minutes back).
+    m.pass(15 * MINUTE);
+    for (let i = 3; i < 9; i++) {
+      m.pass(SECOND);
+      await put(b, `b${i}`, i);
+    }
+    expect(await m.bases()).not.toContain(base);
+    // Five minutes more: by the wall clock, A confirmed its version a second ago; 20 minutes went by.
+    m.pass(5 * MINUTE);
+    m.time.wall = confirmed + SECOND;
+    const runs: number[] = [];
+    await a.transact("readwrite", async (tx) => {
+      runs.push(runs.length);
+      tx.put(["late"], "accepted");
+    });
+    // A read the version (its trust is over), found it stale, and ran again on the newest: every engine reads the write.
+    expect(runs).toEqual([0, 1]);
+    expect(await get(a, "late")).toBe("accepted");
+    const fresh = m.make(small);
+    expect(await get(fresh, "late")).toBe("accepted");
+    expect(await get(fresh, "b8")).toBe(8);
+    for (const engine of [a, b, fresh]) await engine.close();
+  });
+
+  it("deletes evidence only once the sweeping engine has seen it for WITNESS_MS on its monotonic clock: a wall clock stepped forward past the evidence time and back within a trust loses nothing", async () => {
+    const m = machine("clock-forth-and-back");
+    const a = m.make({ records: 128, bytes: MiB }); // change records: A's commits can be trusted
+    const b = m.make({ records: 0, bytes: 0 }); // B checkpoints (and sweeps) at every commit
+    await put(a, "a0", 0);
+    await put(a, "a1", 1); // A has just confirmed its version by its commit
+    const base = cacheOf(a).version!;
+    m.pass(SECOND);
+    await put(b, "b0", 0); // B commits on A's version: its checkpoint record names A's version
+    expect(await m.bases()).toContain(base);
+    // The wall clock jumps 11 minutes ahead: B's next checkpoint finds that record past the evidence time.
+    m.step(11 * MINUTE);
+    m.pass(SECOND);
+    await put(b, "b1", 1);
+    // B saw it stored a second ago only: it stays.
+    expect(await m.bases()).toContain(base);
+    // The clock is stepped back: A, 3 s after its confirmation by both clocks, trusts its version and commits
+    // on it without reading it; the evidence refuses that commit, and A runs again on the newest version.
+    m.step(-11 * MINUTE);
+    m.pass(SECOND);
+    let runs = 0;
+    await a.transact("readwrite", async (tx) => {
+      runs++;
+      tx.put(["late"], "accepted");
+    });
+    expect(runs).toBe(2);
+    const fresh = m.make({ records: 128, bytes: MiB });
+    expect(await get(fresh, "late")).toBe("accepted");
+    expect(await get(fresh, "b1")).toBe(1);
+    // Once B has seen it for WITNESS_MS, the evidence goes (past the evidence time by the wall clock too).
+    m.pass(WITNESS_MS);
+    m.step(11 * MINUTE);
+    await put(b, "b2", 2);
+    expect(await m.bases()).not.toContain(base);
+    for (const engine of [a, b, fresh]) await engine.close();
+  });
+
+  it("still trusts a version confirmed moments ago by both clocks: a write then costs its change record alone", async () => {
+    const m = machine("trusted");
+    const a = m.make({ records: 128, bytes: MiB });
+    await put(a, "a0", 0);
+    m.pass(TRUST_MS - 1);
+    // Trusted: the transaction reads no version before its body runs, so a read of the cache is at hand.
+    const mode = await a.transact("readwrite", async (tx) => {
+      tx.put(["a1"], 1);
+      return (tx as unknown as { mode: string }).mode;
+    });
+    expect(mode).toBe("trusted");
+    m.pass(1);
+    const later = await a.transact("readwrite", async (tx) => {
+      tx.put(["a2"], 2);
+      return (tx as unknown as { mode: string }).mode;
+    });
+    expect(later).toBe("trusted"); // confirmed again by the commit before
+    m.pass(TRUST_MS);
+    expect(await a.transact("readwrite", async (tx) => (tx.put(["a3"], 3), (tx as unknown as { mode: string }).mode))).toBe("optimistic");
+    await a.close();
+  });
+});
+
+describe("review fixes: checkpoint records dated in the future", () => {
+  it("re-dates them to now, so they wait the full evidence time from now and the sweep goes on", async () => {
+    const m = machine("future");
+    const engine = m.make({ records: 0, bytes: 0 }); // every commit a checkpoint
+    // The clock runs a month ahead (a bad RTC at boot) for 9 checkpoints, then is corrected.
+    m.step(30 * DAY);
+    for (let i = 0; i < 9; i++) {
+      m.pass(SECOND);
+      await put(engine, `k${i}`, i);
+    }
+    m.step(-30 * DAY);
+    const count = async (): Promise<number> => (await m.log()).length;
+    // For the evidence time after the correction, every record stays (re-dated, not dropped).
+    for (let i = 0; i < 9; i++) {
+      m.pass(MINUTE);
+      await put(engine, `k${i % 50}`, i);
+    }
+    expect(await count()).toBe(18);
+    // Then the sweep goes on: over 5 hours of a checkpoint a minute, the log holds about ten minutes of them.
+    for (let i = 0; i < 300; i++) {
+      m.pass(MINUTE);
+      await put(engine, `k${i % 50}`, i);
+    }
+    expect(await count()).toBeLessThanOrEqual(12);
+    expect((await m.log()).every((record) => record.at! <= m.time.wall)).toBe(true);
+    await engine.close();
+  });
+});
+
+describe("review fixes: the page cache is bounded by bytes", () => {
+  it("keeps at most `cacheBytes` of pages, whatever their count (rows larger than a page get one each), reads every row back, and drops them at close()", async () => {
+    const engine = new IndexedDbEngine({
+      name: "cache-bytes",
+      durability: "strict",
+      platform: () => ({ indexedDB: new IDBFactory(), IDBKeyRange }),
+      cacheBytes: 1 * MiB,
+      reserveBytes: 0,
+    });
+    const row = (i: number): Uint8Array => new Uint8Array(100 * KiB).fill(i);
+    for (let i = 0; i < 30; i++) await engine.transact("readwrite", async (tx) => tx.put(["blob", i], row(i)));
+    const cache = cacheOf(engine);
+    const held = (): number => cache.all().reduce((sum, page) => sum + page.bytes, 0);
+    expect(cache.bytes).toBeLessThanOrEqual(1 * MiB);
+    expect(held()).toBeLessThanOrEqual(1 * MiB);
+    for (let i = 0; i < 30; i++) {
+      const value = await engine.transact("readonly", (tx) => tx.get<Uint8Array>(["blob", i]));
+      expect(value?.byteLength).toBe(100 * KiB);
+      expect(value?.[0]).toBe(i % 256);
+    }
+    expect(cache.size).toBeGreaterThan(1);
+    expect(held()).toBeLessThanOrEqual(1 * MiB);
+    // The pages used last are the ones kept.
+    expect(cache.all().some((page) => page.keys.length > 0 && (page.values[0] as Uint8Array)[0] === 29)).toBe(true);
+    await engine.close();
+    expect(cache.size).toBe(0);
+    expect(cache.bytes).toBe(0);
+  });
+});
+
+describe("review fixes: a body that catches a refused call", () => {
+  /** An engine whose cache is cold (reopened): its reads wait for requests. */
+  async function cold(name: string): Promise<{ engine: IndexedDbEngine; reopen: () => IndexedDbEngine }> {
+    const idb = new IDBFactory();
+    const make = (): IndexedDbEngine => new IndexedDbEngine({ name, durability: "strict", platform: () => ({ indexedDB: idb, IDBKeyRange }), reserveBytes: 0 });
+    const engine = make();
+    await engine.transact("readwrite", async (tx) => {
+      for (let i = 0; i < 300; i++) tx.put(["k", i], i);
+    });
+    await engine.close();
+    return { engine: make(), reopen: make };
+  }
+
+  const bodies: [string, (tx: EngineTransaction, refuse: () => void) => Promise<unknown>][] = [
+    [
+      "then gets",
+      async (tx, refuse) => {
+        refuse();
+        return tx.get(["k", 299]);
+      },
+    ],
+    [
+      "then scans",
+      async (tx, refuse) => {
+        refuse();
+        return tx.scan({ prefix: ["k"] });
+      },
+    ],
+    [
+      "then writes and reads",
+      async (tx, refuse) => {
+        refuse();
+        tx.put(["k", 1], "x");
+        return tx.get(["k", 1]);
+      },
+    ],
+    [
+      "after issuing a get it awaits afterwards",
+      async (tx, refuse) => {
+        const pending = tx.get(["k", 299]);
+        refuse();
+        return pending;
+      },
+    ],
+    [
+      "after issuing a scan it awaits afterwards",
+      async (tx, refuse) => {
+        const pending = tx.scan({ prefix: ["k"] }, { reverse: true });
+        refuse();
+        return pending;
+      },
+    ],
+  ];
+
+  it("throws the first refusal again from every later call of the body (the transaction is being aborted), and rejects transact with it", async () => {
+    const { engine } = await cold("refused-later-calls");
+    let thrown: unknown;
+    const later: unknown[] = [];
+    const attempt = async (call: () => unknown): Promise<void> => {
+      try {
+        await call();
+        later.push("no error");
+      } catch (error) {
+        later.push(error);
+      }
+    };
+    const error: unknown = await engine
+      .transact("readwrite", async (tx) => {
+        try {
+          tx.put([], 1);
+        } catch (e) {
+          thrown = e;
+        }
+        await attempt(() => tx.put(["k", 1], "x"));
+        await attempt(() => tx.delete(["k", 2]));
+        await attempt(() => tx.get(["k", 3]));
+        await attempt(() => tx.scan({ prefix: ["k"] }));
+        return "the body thinks it succeeded";
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(thrown).toMatchObject({ code: "invalid_key" });
+    expect(later).toEqual([thrown, thrown, thrown, thrown]);
+    expect(later.every((e) => e === thrown)).toBe(true);
+    expect(error).toBe(thrown);
+    await engine.close();
+  });
+
+  for (const [label, body] of bodies) {
+    it(`rejects transact with the refusal, as the memory engine does, when the body catches it ${label}`, async () => {
+      const { engine, reopen } = await cold(`refused-${label}`);
+      let thrown: unknown;
+      const refuse = (tx: EngineTransaction) => (): void => {
+        try {
+          tx.delete([Number.NaN]);
+        } catch (error) {
+          thrown = error;
+        }
+      };
+      const error: unknown = await engine.transact("readwrite", (tx) => body(tx, refuse(tx))).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(thrown).toMatchObject({ code: "invalid_key" });
+      expect(error).toBe(thrown);
+      await engine.close();
+      // Nothing of it was stored.
+      const after = reopen();
+      expect(await after.transact("readonly", (tx) => tx.get(["k", 1]))).toBe(1);
+      await after.close();
+    });
+  }
 });
