@@ -35,12 +35,11 @@
  *   times in a row is split in halves, down to single events, as for a 413;
  *   the parts the sink accepts are acknowledged. An event that still fails
  *   alone is charged (nacked with backoff, its attempt counted, so the
- *   attempt budget ends it as `attempts_exhausted`) only when another part of
- *   the same send was accepted, which shows the sink works; when every part
- *   fails, nothing is charged and the batch stays held (and reported), as in
- *   an outage, and the next split waits for as many failures again. A held
- *   batch of that event alone thus waits like an outage: nothing in it shows
- *   the sink works.
+ *   attempt budget ends it as `attempts_exhausted`) when another part of the
+ *   same send was accepted, or when the sink answers a call of no events
+ *   (`sinkAnswers`), either of which shows the sink works; otherwise nothing
+ *   is charged and the batch stays held (and reported), as in an outage, and
+ *   the next split waits for as many failures again.
  * - A whole-batch failure that is a typed refusal of the request's input
  *   (400 `invalid_request` / `invalid_json` / `invalid_event`, a local
  *   `invalid_argument`, a non-retryable journal error other than `backend`
@@ -101,6 +100,7 @@ import {
   isForbiddenNamespace,
   isOutcomeUnknown,
   isPayloadTooLarge,
+  isRequestRefusal,
   isRetryable,
   isSinkWide,
   isUnexplainedAnswer,
@@ -117,7 +117,8 @@ import {
  * behind; one that ignores it, like a local journal, is simply not waited for.
  *
  * A sink that is a journal also says what it promises, and the forwarder
- * reads it: `mode` (`createForwarder` refuses a `telemetry_grade` sink for a
+ * reads it: `mode` and `capacity.policy` (`createForwarder` refuses a
+ * `telemetry_grade` sink, or one whose policy is not `refuse`, for a
  * `billing_grade` source unless told otherwise) and
  * `capacity.retainAcknowledgedMs` (a resend answered `accepted` past that age
  * is reported as a possible duplicate). An `HttpJournal` reports the
@@ -128,8 +129,8 @@ export interface ForwarderSink {
   appendBatch(events: readonly UsageEvent[], options?: { readonly signal?: AbortSignalLike }): Promise<BatchAppendResult[]>;
   /** The sink journal's delivery mode (`UsageJournal.mode`), when it is one. */
   readonly mode?: DeliveryMode;
-  /** The sink journal's capacity, when it is one; the forwarder reads `retainAcknowledgedMs` only. */
-  readonly capacity?: Pick<Capacity, "retainAcknowledgedMs">;
+  /** The sink journal's capacity, when it is one; the forwarder reads `retainAcknowledgedMs` and `policy` only. */
+  readonly capacity?: Partial<Pick<Capacity, "retainAcknowledgedMs" | "policy">>;
 }
 
 /** Which step of the forwarder failed. */
@@ -270,7 +271,9 @@ interface Tally {
  * answer that may be one event's doing is split the same way (see the module
  * comment).
  */
-export async function forwardBatch(context: BatchContext, hold: BatchHold | null = null): Promise<BatchReport> {
+export async function forwardBatch(context: BatchContext, hold: BatchHold | null = null, options: { readonly checkSink?: boolean } = {}): Promise<BatchReport> {
+  // Claiming spends a delivery attempt: while the sink does not answer, nothing is claimed.
+  if (options.checkSink === true && !(await sinkAnswers(context))) return { ...EMPTY, failed: true };
   let deliveries: Delivery[];
   try {
     deliveries = await context.source.claim(context.consumer, { maxEvents: context.batchSize, leaseMs: context.leaseMs, now: context.clock() });
@@ -294,7 +297,12 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
   try {
     for (;;) {
       const probe: SendProbe = { split: unexplained >= SPLIT_AFTER_FAILURES - 1, splitDone: false };
-      const outcomes = resolveSuspects(await send(context, outstanding, sentBefore, probe));
+      const sent = await send(context, outstanding, sentBefore, probe);
+      // An event that failed alone, after as many unexplained failures in a row as SPLIT_AFTER_FAILURES, is charged
+      // when the sink shows it works: another part of the send was accepted, or the sink answers a call of no events.
+      let sinkWorks = sent.some((outcome) => outcome.kind === "held");
+      if (!sinkWorks && probe.split && sent.some((outcome) => outcome.kind === "suspect" && outcome.lone)) sinkWorks = await sinkAnswers(context);
+      const outcomes = resolveSuspects(sent, sinkWorks);
       // A split that found no part the sink takes proves nothing: the next split waits for as many failures again.
       unexplained = outcomes.some((outcome) => outcome.kind === "again" && isUnexplainedAnswer(outcome.error)) && !probe.splitDone ? unexplained + 1 : 0;
       await heartbeat.pause();
@@ -313,6 +321,9 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
       const lost = heartbeat.lost();
       outstanding = again.filter((delivery) => !lost.has(delivery.id.event));
       tally.unsettled += again.length - outstanding.length;
+      // Lost while the sink was failing (the leases lapsed: a device asleep, timers throttled): the next claim of
+      // them spends an attempt, so the loop backs off and claims again only once the sink answers.
+      if (outstanding.length < again.length) tally.failed = true;
       if (outstanding.length === 0 || !hold.active()) {
         // The loop stopped, or another forwarder took the lock: give the events back at once, for whoever forwards next.
         await nackAll(context, outstanding, "the forwarder stopped (or lost its lock) while the sink was failing", tally, 0);
@@ -389,16 +400,35 @@ async function sendHalves(context: BatchContext, deliveries: readonly Delivery[]
 /**
  * Settle the `suspect` outcomes of one send: an event the sink failed with an
  * unexplained answer when sent alone is charged (`failed`: nacked with
- * backoff, its attempt counted) when another part of the same send was
- * accepted, which shows the sink works; any other is `again` (held, as in an
- * outage).
+ * backoff, its attempt counted) when `sinkWorks` (another part of the same
+ * send was accepted, or the sink answered a call of no events); any other is
+ * `again` (held, as in an outage).
  */
-function resolveSuspects(outcomes: readonly Outcome[]): Outcome[] {
-  const sinkWorks = outcomes.some((outcome) => outcome.kind === "held");
+function resolveSuspects(outcomes: readonly Outcome[], sinkWorks: boolean): Outcome[] {
   return outcomes.map((outcome): Outcome => {
     if (outcome.kind !== "suspect") return outcome;
     return { kind: sinkWorks && outcome.lone ? "failed" : "again", error: outcome.error };
   });
+}
+
+/**
+ * Whether the sink answers: an `appendBatch` of no events, which journals and
+ * leases nothing (an `HttpJournal` still sends its request, through the same
+ * route, credentials and proxies as a real send). It answers when the call
+ * resolves, or fails as a typed refusal of its input (`isRequestRefusal`: a
+ * sink that refuses an empty batch is up). Any other failure (a network
+ * failure, a timeout, a 5xx, a portal's page, refused credentials) is
+ * reported and means no.
+ */
+export async function sinkAnswers(context: BatchContext): Promise<boolean> {
+  try {
+    await appendWithTimeout(context, []);
+    return true;
+  } catch (error) {
+    if (isRequestRefusal(error)) return true;
+    context.report({ phase: "append", error, requestIds: [] });
+    return false;
+  }
 }
 
 /** The sink's `capacity.retainAcknowledgedMs` when it reports a usable one, else null. */

@@ -15,9 +15,13 @@
  *   attempt budget quarantines a poison batch as `attempts_exhausted` in the
  *   end (see `batch.ts`).
  * - A sink is only as durable as it says: a `billing_grade` source is not
- *   drained into a `telemetry_grade` sink (one that may lose what it
- *   accepted) unless `allowTelemetrySink` says so, since an event
- *   acknowledged here is gone from the source's outbox.
+ *   drained into a `telemetry_grade` sink, nor one whose `capacity.policy`
+ *   is not `refuse` (both may lose what they accepted) unless
+ *   `allowTelemetrySink` says so, since an event acknowledged here is gone
+ *   from the source's outbox.
+ * - The loop claims (which spends a delivery attempt) only once the sink
+ *   answers a call of no events: at each start and after a failed batch, so
+ *   restarts and lapsed leases through an outage spend no attempts.
  * - Exactly once at the sink needs its retention window: the sink knows a
  *   request id for `capacity.retainAcknowledgedMs` after its `observedAt`,
  *   and a resend after that is stored as a new event. So the sink's window
@@ -156,8 +160,10 @@ export interface ForwarderOptions {
    * acknowledges an event in the source (and the source may then prune it)
    * as soon as the sink accepted it, and a telemetry-grade sink (a worker
    * over a memory journal, say) may lose what it accepted on a restart; the
-   * event would then be gone from both. Set it only when losing forwarded
-   * events is acceptable (the sink's mode is checked when it reports one).
+   * event would then be gone from both. The same holds for a sink whose
+   * `capacity.policy` is not `refuse` (`drop_oldest` drops accepted events
+   * when full, whatever its mode). Set it only when losing forwarded events
+   * is acceptable (the sink's mode and policy are checked when it reports them).
    */
   readonly allowTelemetrySink?: boolean;
   /** Events per claim and per `appendBatch`, 1..1000. Default 100. */
@@ -251,10 +257,19 @@ function checkDurability(options: ForwarderOptions): void {
   const allow = options.allowTelemetrySink ?? false;
   if (typeof allow !== "boolean") throw new InvalidArgumentError("allowTelemetrySink", "must be a boolean");
   const sourceMode = (options.source as { mode?: unknown }).mode;
+  if (allow || sourceMode !== "billing_grade") return;
   const sinkMode = (options.sink as { mode?: unknown }).mode;
-  if (allow || sourceMode !== "billing_grade" || sinkMode !== "telemetry_grade") return;
   const name = (options.sink as { name?: unknown }).name;
   const sink = typeof name === "string" ? `the sink journal \`${name}\`` : "the sink";
+  const policy = sinkPolicy(options.sink);
+  if (sinkMode !== "telemetry_grade") {
+    if (policy === undefined || policy === "refuse") return;
+    throw new InvalidArgumentError(
+      "sink",
+      `${sink} has capacity policy ${typeof policy === "string" ? policy : JSON.stringify(policy) ?? "unknown"} (when full it drops events it accepted instead of refusing the append) and the source is billing_grade: an event acknowledged in the source after the sink accepted it could be lost from both. ` +
+        'Forward into a sink whose capacity policy is "refuse" (BILLING_GRADE; for an HttpJournal, made with HttpJournal.connect, which reports the server\'s capacity), or pass allowTelemetrySink: true to accept that loss',
+    );
+  }
   throw new InvalidArgumentError(
     "sink",
     `${sink} is telemetry_grade (it may lose an event it accepted) and the source is billing_grade: an event acknowledged in the source after the sink accepted it could be lost from both. ` +
@@ -262,6 +277,15 @@ function checkDurability(options: ForwarderOptions): void {
   );
 }
 
+/** The sink's `capacity.policy`, or undefined when it reports no capacity (such a sink is not checked). */
+function sinkPolicy(sink: ForwarderSink): unknown {
+  try {
+    const capacity = (sink as { capacity?: unknown }).capacity;
+    return capacity !== null && typeof capacity === "object" ? (capacity as { policy?: unknown }).policy : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 function readSettings(options: ForwarderOptions): Settings {
   if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "must be an object");
@@ -339,7 +363,8 @@ function newAbortController(): AbortControllerLike | null {
  *   `leaseMs`, `heartbeatMs`, `sinkTimeoutMs`, `pollIntervalMs`, `backoff.*`,
  *   `source`, `sink`, `clock`, `scheduler`, `online`, `lock.name`, `lock.manager`,
  *   `allowTelemetrySink`); InvalidArgumentError(`sink`) for a `telemetry_grade`
- *   sink of a `billing_grade` source without `allowTelemetrySink: true`;
+ *   sink, or one whose `capacity.policy` is not `refuse`, of a `billing_grade`
+ *   source without `allowTelemetrySink: true`;
  *   InvalidConsumerIdError for a bad consumer name.
  * @example
  * ```ts
@@ -404,6 +429,9 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   // Batches run one at a time, whoever asks (loop, runOnce, drain): never two claims in flight.
   let batchTail: Promise<unknown> = Promise.resolve();
   let ticking = false;
+  // Whether the loop's next claim waits for the sink to answer a call of no events: at the start of a run and after
+  // a failed batch, so that restarts and lapsed leases through an outage do not spend the events' delivery attempts.
+  let checkSink = true;
   // The wait of a batch the loop holds through a sink outage: ends early on stop(), a lost lock or back online.
   let holdTimer: unknown;
   let endHoldWait: (() => void) | null = null;
@@ -448,12 +476,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
    * refreshed. Never rejects. A batch of the loop leaves the state to the
    * loop; one asked for by `runOnce` / `drain` puts the state back after.
    */
-  function runBatch(fromLoop: boolean, hold: BatchHold | null = null): Promise<BatchReport> {
+  function runBatch(fromLoop: boolean, hold: BatchHold | null = null, checkSink = false): Promise<BatchReport> {
     const run = batchTail.then(async (): Promise<BatchReport> => {
       const before = state;
       let report: BatchReport;
       try {
-        report = await forwardBatch(context, hold);
+        report = await forwardBatch(context, hold, { checkSink });
       } catch (error) {
         // forwardBatch reports instead of throwing; should it ever throw, say so and count a failure.
         fail("internal", error);
@@ -568,10 +596,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     ticking = true;
     let report: BatchReport;
     try {
-      report = await runBatch(true, holdFor(mine));
+      // The first claim of a run, and the first after a failure, waits until the sink answers (see `batch.ts`).
+      report = await runBatch(true, holdFor(mine), checkSink);
     } finally {
       ticking = false;
     }
+    checkSink = report.failed;
     if (mine !== generation || !running) {
       // Stopped meanwhile, and perhaps started again: the new run's wake() found this tick in progress and left the next step to it.
       if (running) wake();
@@ -705,6 +735,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       if (running) return;
       running = true;
       generation += 1;
+      checkSink = true;
       const mine = generation;
       try {
         online = settings.online.isOnline() === true;

@@ -80,7 +80,7 @@ describe("forwarder and a token refused for one namespace", () => {
     await forwarder.stop();
   });
 
-  it("holds its batch when the token may not append at all (403 forbidden): waiting charges one attempt", async () => {
+  it("claims nothing while the token may not append at all (403 forbidden): waiting charges no attempt", async () => {
     const { scheduler, source, append, forwarder, edgeIds } = setup(["operate"]);
     await append("acme", "a1");
     await append("acme", "a2");
@@ -89,9 +89,10 @@ describe("forwarder and a token refused for one namespace", () => {
     expect(forwarder.progress).toMatchObject({ forwarded: 0, quarantined: 0 });
     expect(forwarder.progress.lastError).toMatchObject({ code: "backend" });
     expect(await edgeIds()).toEqual([]);
-    expect(await source.stats(consumer)).toMatchObject({ inFlight: 2, quarantined: 0 }); // held, leases kept by the heartbeat
+    // The sink check before a claim (a call of no events) is refused too: nothing is claimed while it is.
+    expect(await source.stats(consumer)).toMatchObject({ pending: 2, inFlight: 0, quarantined: 0 });
     await forwarder.stop();
     const attempts = await source.claim(consumer, { maxEvents: 10, leaseMs: 1000, now: START + 10 * 60_000 });
-    expect(attempts.map((delivery) => delivery.id.attempt)).toEqual([2, 2]); // one attempt spent by the whole wait
+    expect(attempts.map((delivery) => delivery.id.attempt)).toEqual([1, 1]); // no attempt spent by the whole wait
   });
 });

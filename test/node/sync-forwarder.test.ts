@@ -78,10 +78,19 @@ class FakeSink implements ForwarderSink {
     readonly scheduler: Scheduler,
   ) {}
 
+  /** Sink checks (calls of no events) made, and whether they fail. */
+  checks = 0;
+  checksDown = false;
   /** The signal of each call (the forwarder aborts it when it stops waiting). */
   readonly signals: (AbortSignal | undefined)[] = [];
 
   async appendBatch(events: readonly UsageEvent[], options?: { readonly signal?: unknown }): Promise<BatchAppendResult[]> {
+    // The forwarder's sink check (no events, before a claim) is answered unless `checksDown`; it is not a send.
+    if (events.length === 0) {
+      this.checks += 1;
+      if (this.checksDown) throw new TypeError("fetch failed (the sink is down)");
+      return [];
+    }
     this.sent.push([...events]);
     this.signals.push(options?.signal as AbortSignal | undefined);
     const fault = this.faults.shift() ?? { kind: "ok" };
@@ -667,12 +676,16 @@ describe("forwarder: the loop", () => {
 });
 
 describe("forwarder: the loop waits out a failing sink without spending attempts", () => {
-  /** A sink that answers 503 (retryable) while `down`, then stores. */
+  /**
+   * A sink that answers 503 (retryable) while `down`, then stores. The outage begins after the loop's first
+   * claim: the forwarder's sink check (a call of no events) is answered until a send of events has failed.
+   */
   function outage(r: Rig, error: unknown = new BackendError("edge unavailable (503)", { retryable: true })) {
     const state = { down: true, calls: 0 };
     const sink: ForwarderSink = {
       appendBatch: async (events) => {
-        state.calls += 1;
+        if (events.length === 0 && state.calls === 0) return [];
+        if (events.length > 0) state.calls += 1;
         if (state.down) throw error;
         return r.sink.appendBatch(events);
       },
@@ -742,11 +755,18 @@ describe("forwarder: the loop waits out a failing sink without spending attempts
     for (let i = 0; i < 100; i++) r.sink.faults.push({ kind: "wrong_count" });
     const forwarder = r.forwarder({ pollIntervalMs: 60_000 });
     forwarder.start();
+    await r.scheduler.advance(0);
+    // Broken as a whole after the claim: a call of no events fails too (else the event alone would be charged as poison).
+    r.sink.checksDown = true;
+    const codes = new Set<string | null>();
+    forwarder.addEventListener("error", (event) => codes.add(event.detail.code));
     for (let i = 0; i < 30; i++) await r.scheduler.advance(10_000);
     expect(r.sink.sent.length).toBeGreaterThan(SOURCE_CAPACITY.maxDeliveryAttempts);
-    expect(forwarder.progress).toMatchObject({ retried: 0, lastError: { phase: "append", code: "sink_protocol" } });
+    expect(forwarder.progress).toMatchObject({ retried: 0, lastError: { phase: "append" } });
+    expect(codes.has("sink_protocol")).toBe(true);
     expect(await r.source.stats(consumer)).toMatchObject({ inFlight: 1, quarantined: 0 });
     r.sink.faults.length = 0;
+    r.sink.checksDown = false;
     await r.scheduler.advance(8_000);
     await forwarder.stop();
     expect((await attemptsOf(r, r.appended[0]!.id)).map((a) => [a.attempt, a.outcome?.kind])).toEqual([[1, "acked"]]);

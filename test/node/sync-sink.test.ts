@@ -42,6 +42,9 @@ function withMode<J extends object>(journal: J, mode: "billing_grade" | "telemet
   });
 }
 
+/** Whether a request body is the forwarder's sink check: an append-batch of no events. */
+const isSinkCheck = (body: unknown): boolean => typeof body === "string" && /"events":\[\]/.test(body);
+
 /** A source, an edge journal behind the worker, and a fetch that answers `broken` while set, else the worker. */
 function setup(options: { edgeMode?: "billing_grade" | "telemetry_grade" } = {}) {
   const time = virtualClock(START);
@@ -51,8 +54,15 @@ function setup(options: { edgeMode?: "billing_grade" | "telemetry_grade" } = {})
   const edge: UsageJournal = options.edgeMode === undefined ? memoryEdge : withMode(memoryEdge, options.edgeMode);
   const app = createApp({ journals: { usage: { journal: edge, consumers: ["billing"] } }, auth: { tokens: [{ name: "t", token: TOKEN, scopes: ["append:*", "consume"] }] }, clock: time.clock });
   // `broken` answers an append-batch call while set; returning undefined lets that call through to the worker.
-  const state: { broken: (() => Response | undefined) | null; dropReply: boolean; calls: number } = { broken: null, dropReply: false, calls: 0 };
+  // The forwarder's sink checks (an append-batch of no events) are answered by `broken` only once a send of events
+  // has been made, or with `checksBroken`: the outage of a test begins after the first claim. `calls` counts the
+  // sends of events only.
+  const state: { broken: (() => Response | undefined) | null; checksBroken: boolean; dropReply: boolean; calls: number } = { broken: null, checksBroken: false, dropReply: false, calls: 0 };
   const fetch: FetchLike = async (url, init) => {
+    if (url.endsWith("/append-batch") && isSinkCheck(init.body)) {
+      const checkAnswer = state.broken !== null && (state.checksBroken || state.calls > 0) ? state.broken() : undefined;
+      return checkAnswer ?? app.fetch(new Request(url, init));
+    }
     if (url.endsWith("/append-batch")) state.calls += 1;
     const scripted = state.broken !== null && url.endsWith("/append-batch") ? state.broken() : undefined;
     if (scripted !== undefined) return scripted;
@@ -174,7 +184,7 @@ describe("forwarder: a sink that is down or misconfigured is waited out, not cha
       expect(await s.source.stats(consumer)).toMatchObject({ pending: 0, inFlight: 2, quarantined: 0 });
       expect(forwarder.progress).toMatchObject({ state: "backing_off", forwarded: 0, retried: 0, quarantined: 0 });
       // The operator sees it: every failed send is an error event naming the events.
-      const appendErrors = errors.filter((error) => error.phase === "append");
+      const appendErrors = errors.filter((error) => error.phase === "append" && error.requestIds.length > 0);
       expect(appendErrors.length).toBe(s.state.calls);
       expect(appendErrors[0]!.requestIds).toEqual(events.map((event) => event.id));
       expect(forwarder.progress.lastError).toMatchObject({ phase: "append", code: "backend" });
@@ -320,7 +330,7 @@ describe("forwarder: one event the sink always fails does not hold the batches b
         get(target, property) {
           if (property === "appendBatch") {
             return async (events: readonly UsageEvent[], options?: { signal?: AbortSignal }) => {
-              calls.push(events.map((event) => event.record.subject));
+              if (events.length > 0) calls.push(events.map((event) => event.record.subject));
               if (events.some((event) => event.record.subject === "poison")) {
                 poisonCalls += 1;
                 app.broken = answer;
@@ -391,7 +401,7 @@ describe("forwarder: one event the sink always fails does not hold the batches b
       const sizes: number[] = [];
       const spy = new Proxy(sink, {
         get(target, property) {
-          if (property === "appendBatch") return (events: readonly UsageEvent[], options?: { signal?: AbortSignal }) => (sizes.push(events.length), target.appendBatch(events, options));
+          if (property === "appendBatch") return (events: readonly UsageEvent[], options?: { signal?: AbortSignal }) => (events.length > 0 && sizes.push(events.length), target.appendBatch(events, options));
           const value: unknown = Reflect.get(target, property, target);
           return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
         },
