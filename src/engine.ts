@@ -55,6 +55,14 @@ export interface ScanOptions {
   readonly limit?: number;
   /** Visit keys in descending order. */
   readonly reverse?: boolean;
+  /**
+   * A hint: the caller reads only the entries' keys (a listing). An engine
+   * may then leave every `value` undefined and skip reading and decoding the
+   * values (the Durable Objects engine selects only the keys); one that
+   * reads values anyway may return them. The keys, their order and the
+   * limit are the same either way. Absent means false.
+   */
+  readonly keysOnly?: boolean;
 }
 
 /** One stored entry, as a scan returns it. */

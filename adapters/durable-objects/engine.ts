@@ -6,7 +6,8 @@
  * WITHOUT ROWID`. `k` is the order-preserving byte encoding of the tuple key
  * (`./key-codec.ts`; SQLite compares BLOBs with memcmp, which is the key
  * order), `v` the value as JSON text and `t` its tagging flag
- * (`./value-codec.ts`). A scan is one range query on the primary key.
+ * (`./value-codec.ts`). A scan is one range query on the primary key (a
+ * `keysOnly` scan selects `k` alone: its entries' values are undefined).
  *
  * Transactions. `ctx.storage.sql` is synchronous, but an Engine body is an
  * async function, and `transactionSync` only takes a synchronous callback. So
@@ -14,7 +15,10 @@
  * with the buffer (a body sees its own writes), `put` / `delete` only touch
  * the buffer, and when the body has resolved the whole buffer is written in
  * ONE `transactionSync` (all or nothing). A body that throws, or a failing
- * call, leaves the buffer unapplied: nothing was written. Bodies run one at a
+ * call, leaves the buffer unapplied: nothing was written. `deleteRange`
+ * reads no row: it records the range as a tombstone that reads skip, and
+ * commit deletes it with one range `DELETE` (so deleting large values costs
+ * no memory). Bodies run one at a
  * time per engine (an explicit FIFO mutex: the object's input gate only
  * protects storage awaits, so two RPC calls could otherwise interleave
  * bodies), which makes transactions serializable.
@@ -154,6 +158,59 @@ function intervalOf(range: KeyRange): Interval {
   return out;
 }
 
+/**
+ * A half-open interval of encodings, `lo <= enc < hi` (`hi` undefined:
+ * unbounded). Every {@link Interval} has one: in byte-string order the
+ * successor of `enc` is `enc + "\x00"`, so an open lower bound and a closed
+ * upper bound both move to it.
+ */
+interface Span {
+  readonly lo: string;
+  readonly hi: string | undefined;
+}
+
+function spanOf(interval: Interval): Span {
+  const lo = interval.lower === undefined ? "" : interval.lowerOpen ? interval.lower + "\x00" : interval.lower;
+  const hi = interval.upper === undefined ? undefined : interval.upperOpen ? interval.upper : interval.upper + "\x00";
+  return { lo, hi };
+}
+
+/** The WHERE clause (with its leading space; empty for every key) and the bindings of `span`: at most 2. */
+function spanWhere(span: Span): { where: string; bindings: unknown[] } {
+  const where: string[] = [];
+  const bindings: unknown[] = [];
+  if (span.lo !== "") {
+    where.push("k >= ?");
+    bindings.push(toBlob(span.lo));
+  }
+  if (span.hi !== undefined) {
+    where.push("k < ?");
+    bindings.push(toBlob(span.hi));
+  }
+  return { where: where.length > 0 ? ` WHERE ${where.join(" AND ")}` : "", bindings };
+}
+
+/** `a < b` where `b` undefined is above everything. */
+function below(a: string, b: string | undefined): boolean {
+  return b === undefined || a < b;
+}
+
+/** The spans of `span` that no tombstone covers, in ascending order (`tombstones` sorted and disjoint). */
+function gaps(span: Span, tombstones: readonly Span[]): Span[] {
+  const out: Span[] = [];
+  let cur = span.lo;
+  for (const t of tombstones) {
+    if (!below(cur, span.hi)) break;
+    if (!below(cur, t.hi)) continue; // the tombstone ends before cur
+    if (!below(t.lo, span.hi)) break; // it starts after the span
+    if (cur < t.lo) out.push({ lo: cur, hi: t.lo });
+    if (t.hi === undefined) return out;
+    cur = t.hi;
+  }
+  if (below(cur, span.hi)) out.push({ lo: cur, hi: span.hi });
+  return out;
+}
+
 class DurableObjectTransaction implements EngineTransaction {
   live = true;
   failed = false;
@@ -167,6 +224,14 @@ class DurableObjectTransaction implements EngineTransaction {
    * e.g. a large prune).
    */
   private readonly ordered = new BTree<Pending>();
+  /**
+   * The spans `deleteRange` cleared, sorted and disjoint: the stored rows in
+   * them are gone for this body's reads, and commit deletes them (one
+   * `DELETE ... WHERE k >= ? AND k < ?` each) before it writes the buffer.
+   * The buffer holds no write inside a tombstone made before it (deleteRange
+   * drops them), so a write there came later and wins.
+   */
+  tombstones: Span[] = [];
 
   constructor(
     private readonly sql: SqlHandle,
@@ -195,6 +260,7 @@ class DurableObjectTransaction implements EngineTransaction {
     const enc = this.checkKey(key);
     const pending = this.writes.get(enc);
     if (pending !== undefined) return Promise.resolve((pending.stored === null ? undefined : pending.value) as V | undefined);
+    if (this.tombstones.length > 0 && this.cleared(enc)) return Promise.resolve(undefined);
     try {
       for (const row of this.sql.exec("SELECT v, t FROM _isostore_kv WHERE k = ?", toBlob(enc)).raw()) {
         return Promise.resolve(decodeValue(row[0] as string, row[1] as number) as V);
@@ -237,14 +303,79 @@ class DurableObjectTransaction implements EngineTransaction {
     this.buffer({ enc, key, value: undefined, stored: null });
   }
 
+  /**
+   * Delete every key of `range` without reading a row: drop the buffered
+   * writes inside it and record its span as a tombstone (see
+   * {@link tombstones}); commit deletes the stored rows with one statement.
+   */
+  deleteRange(range: KeyRange): void {
+    if (!this.live) throw dead();
+    if (this.readonly) throw this.fail(new TypeError(`${PREFIX}deleteRange in a readonly transaction`));
+    let span: Span;
+    try {
+      span = spanOf(intervalOf(range));
+    } catch (error) {
+      throw this.fail(error);
+    }
+    if (!below(span.lo, span.hi)) return;
+    const dropped: string[] = [];
+    this.ordered.scan(span.lo, false, span.hi, true, false, Infinity, (pending) => dropped.push(pending.enc));
+    for (const enc of dropped) {
+      this.writes.delete(enc);
+      this.ordered.delete(enc);
+    }
+    // Merge it into the sorted, disjoint list (touching spans merge too).
+    let lo = span.lo;
+    let hi = span.hi;
+    const before: Span[] = [];
+    const after: Span[] = [];
+    for (const t of this.tombstones) {
+      if (t.hi !== undefined && t.hi < lo) before.push(t);
+      else if (hi !== undefined && t.lo > hi) after.push(t);
+      else {
+        if (t.lo < lo) lo = t.lo;
+        if (hi !== undefined && (t.hi === undefined || t.hi > hi)) hi = t.hi;
+      }
+    }
+    this.tombstones = [...before, { lo, hi }, ...after];
+  }
+
+  /** Whether a tombstone covers `enc` (binary search). */
+  private cleared(enc: string): boolean {
+    const list = this.tombstones;
+    let a = 0;
+    let b = list.length;
+    while (a < b) {
+      const m = (a + b) >>> 1;
+      if (list[m]!.lo <= enc) a = m + 1;
+      else b = m;
+    }
+    return a > 0 && below(enc, list[a - 1]!.hi);
+  }
+
+  /** The stored rows `[k, v, t]` (`[k]` when `keysOnly`) of `spans` (in scan order), each span one range query run only when the caller reads on. */
+  private *rows(spans: readonly Span[], reverse: boolean, limit: number | undefined, keysOnly: boolean): Generator<unknown[]> {
+    for (const span of spans) {
+      const { where, bindings } = spanWhere(span);
+      let query = `SELECT ${keysOnly ? "k" : "k, v, t"} FROM _isostore_kv${where} ORDER BY k${reverse ? " DESC" : ""}`;
+      if (limit !== undefined) {
+        query += " LIMIT ?";
+        bindings.push(limit);
+      }
+      yield* this.sql.exec(query, ...bindings).raw();
+    }
+  }
+
   scan<V = unknown>(range: KeyRange, options?: ScanOptions): Promise<Entry<V>[]> {
     if (!this.live) throw dead();
     let limit: number;
     let interval: Interval;
     let reverse: boolean;
+    let keysOnly: boolean;
     try {
       limit = checkScanLimit(options?.limit, PREFIX);
       reverse = options?.reverse === true;
+      keysOnly = options?.keysOnly === true;
       interval = intervalOf(range);
     } catch (error) {
       throw this.fail(error);
@@ -259,29 +390,18 @@ class DurableObjectTransaction implements EngineTransaction {
         if (pending.stored === null) deletes++;
       });
     }
-    const where: string[] = [];
-    const bindings: unknown[] = [];
-    if (interval.lower !== undefined) {
-      where.push(interval.lowerOpen ? "k > ?" : "k >= ?");
-      bindings.push(toBlob(interval.lower));
-    }
-    if (interval.upper !== undefined) {
-      where.push(interval.upperOpen ? "k < ?" : "k <= ?");
-      bindings.push(toBlob(interval.upper));
-    }
-    let query = `SELECT k, v, t FROM _isostore_kv${where.length > 0 ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY k${reverse ? " DESC" : ""}`;
+    // The spans of the interval no tombstone covers, each one range query in scan order.
+    const spans = this.tombstones.length === 0 ? [spanOf(interval)] : gaps(spanOf(interval), this.tombstones);
+    if (reverse) spans.reverse();
     // SQLite binds a number past 2^53 as REAL, which LIMIT refuses: such a limit reads unbounded (the loop stops at `limit`).
-    if (limit + deletes <= Number.MAX_SAFE_INTEGER) {
-      query += " LIMIT ?";
-      bindings.push(limit + deletes);
-    }
+    const sqlLimit = limit + deletes <= Number.MAX_SAFE_INTEGER ? limit + deletes : undefined;
     const out: Entry<V>[] = [];
     try {
       let o = 0;
       const take = (pending: Pending): void => {
-        if (pending.stored !== null) out.push({ key: pending.key, value: pending.value as V });
+        if (pending.stored !== null) out.push({ key: pending.key, value: (keysOnly ? undefined : pending.value) as V });
       };
-      for (const row of this.sql.exec(query, ...bindings).raw()) {
+      for (const row of this.rows(spans, reverse, sqlLimit, keysOnly)) {
         if (out.length >= limit) break;
         const enc = fromBlob(row[0] as ArrayBuffer);
         // Overlay entries that come first in scan order.
@@ -291,7 +411,7 @@ class DurableObjectTransaction implements EngineTransaction {
           take(overlay[o++]!); // the buffered write replaces (or deletes) the stored row
           continue;
         }
-        out.push({ key: decodeKey(enc), value: decodeValue(row[1] as string, row[2] as number) as V });
+        out.push({ key: decodeKey(enc), value: (keysOnly ? undefined : decodeValue(row[1] as string, row[2] as number)) as V });
       }
       while (o < overlay.length && out.length < limit) take(overlay[o++]!);
     } catch (error) {
@@ -322,12 +442,20 @@ function chunkSizes(count: number, max: number): number[] {
   return sizes;
 }
 
-/** Write a transaction's buffer: one `transactionSync`, chunked under the bound-parameter limit. */
-function applyWrites(storage: DurableObjectStorageHandle, writes: Map<string, Pending>): void {
+/**
+ * Write a transaction's buffer: one `transactionSync`, chunked under the
+ * bound-parameter limit. The tombstones' range DELETEs run first: every
+ * buffered write inside one came after it (see `tombstones`).
+ */
+function applyWrites(storage: DurableObjectStorageHandle, writes: Map<string, Pending>, tombstones: readonly Span[]): void {
   const puts: Pending[] = [];
   const deletes: Pending[] = [];
   for (const pending of writes.values()) (pending.stored === null ? deletes : puts).push(pending);
   storage.transactionSync(() => {
+    for (const span of tombstones) {
+      const { where, bindings } = spanWhere(span);
+      storage.sql.exec(`DELETE FROM _isostore_kv${where}`, ...bindings);
+    }
     // Limit: at most 100 bound parameters per statement (64 keys per DELETE, 32 rows x 3 per INSERT).
     let i = 0;
     for (const size of chunkSizes(deletes.length, KEYS_PER_DELETE)) {
@@ -378,9 +506,9 @@ class DurableObjectEngine implements Engine {
       tx.live = false;
     }
     if (tx.failed) throw tx.failure;
-    if (tx.writes.size > 0) {
+    if (tx.writes.size > 0 || tx.tombstones.length > 0) {
       try {
-        applyWrites(this.storage, tx.writes);
+        applyWrites(this.storage, tx.writes, tx.tombstones);
       } catch (error) {
         throw platformError(error, "commit");
       }

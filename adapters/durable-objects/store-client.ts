@@ -23,6 +23,11 @@
  *   object against that generation) up to that bound, so the cursor never
  *   tails later appends and never reads on into a ledger deleted and
  *   written again under it: it ends with `RecordNotFoundError` instead.
+ * - Key listings (`kv.keys`, `blobs.list`) read pages (`kvKeysPage`,
+ *   `blobListPage`), each far under the RPC reply limit, on from the last
+ *   key until the object says there are no more. Each page is its own read:
+ *   a key present for the whole listing is listed once, one added or
+ *   removed meanwhile may or may not be.
  * - Blobs stream: `put` hands its stream to the object, `get` answers the
  *   object's stream; neither is buffered here.
  * - Signals are checked before each call (an RPC in flight cannot be
@@ -35,7 +40,7 @@
 import type { Blobs } from "../../src/storage/blobs.js";
 import { AmbiguousError, InvalidArgumentError, StorageBackendError } from "../../src/storage/errors.js";
 import type { LeaseFence } from "../../src/storage/fence.js";
-import type { KV, KvEntry, KvWriteOptions } from "../../src/storage/kv.js";
+import type { KeysPage, KV, KvEntry, KvWriteOptions } from "../../src/storage/kv.js";
 import {
   boundOfLife,
   checkLife,
@@ -81,10 +86,12 @@ export interface StoreObjectStub {
   kvGet(store: string, key: string): Promise<StoreOutcome<KvEntry>>;
   kvPut(store: string, key: string, expectedRev: number, value: Uint8Array, fence?: LeaseFence): Promise<StoreOutcome<number>>;
   kvKeys(store: string, prefix: string): Promise<StoreOutcome<string[]>>;
+  kvKeysPage(store: string, prefix: string, after?: string): Promise<StoreOutcome<KeysPage>>;
   kvDelete(store: string, key: string, fence?: LeaseFence): Promise<StoreOutcome<void>>;
   blobPut(store: string, key: string, content: Uint8Array | ReadableStream<Uint8Array>): Promise<StoreOutcome<void>>;
   blobGet(store: string, key: string): Promise<StoreOutcome<ReadableStream<Uint8Array>>>;
   blobList(store: string, prefix: string): Promise<StoreOutcome<string[]>>;
+  blobListPage(store: string, prefix: string, after?: string): Promise<StoreOutcome<KeysPage>>;
   blobDelete(store: string, key: string): Promise<StoreOutcome<void>>;
   orderedGet(store: string, id: OrderedId): Promise<StoreOutcome<OrderedRecord>>;
   orderedCreate(store: string, id: OrderedId, rankingScope: string, value: Uint8Array, rank: Rank, due: Due): Promise<StoreOutcome<CreateOrderedResult>>;
@@ -180,6 +187,32 @@ export class StoreObjectClient implements RemoteStore {
     if (!outcome.ok) throw decodeStoreError(outcome.error);
     return outcome.value;
   }
+
+  /**
+   * A whole key listing, page by page: `page` asks for the keys after
+   * `after` ("" first, then the last key of the page before) until a page
+   * says there are no more. The signal is checked before each page.
+   *
+   * @internal
+   */
+  async listKeys(
+    operation: string,
+    options: CallOptions | undefined,
+    page: (stub: StoreObjectStub, store: string, after: string) => Promise<StoreOutcome<KeysPage>>,
+  ): Promise<string[]> {
+    const keys: string[] = [];
+    let after = "";
+    for (;;) {
+      throwIfAborted(options);
+      const from = after;
+      const answer = await this.call(operation, (stub, store) => page(stub, store, from));
+      for (const key of answer.keys) keys.push(key);
+      const last = answer.keys[answer.keys.length - 1];
+      // A page that says "more" always holds a key; guard anyway, and never step backwards.
+      if (!answer.more || last === undefined || last <= after) return keys;
+      after = last;
+    }
+  }
 }
 
 function fenceOf(options: LedgerWriteOptions | undefined): LeaseFence | undefined {
@@ -255,7 +288,7 @@ class ClientKV implements KV {
 
   async keys(prefix: string, options?: CallOptions): Promise<string[]> {
     throwIfAborted(options);
-    return this.client.call("kv.keys", (stub, store) => stub.kvKeys(store, prefix));
+    return this.client.listKeys("kv.keys", options, (stub, store, after) => stub.kvKeysPage(store, prefix, after));
   }
 
   async delete(key: string, options?: KvWriteOptions): Promise<void> {
@@ -297,7 +330,7 @@ class ClientBlobs implements Blobs {
 
   async list(prefix: string, options?: CallOptions): Promise<string[]> {
     throwIfAborted(options);
-    return this.client.call("blobs.list", (stub, store) => stub.blobList(store, prefix));
+    return this.client.listKeys("blobs.list", options, (stub, store, after) => stub.blobListPage(store, prefix, after));
   }
 }
 

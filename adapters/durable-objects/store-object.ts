@@ -21,6 +21,11 @@
  *   the ledger's generation, in one read) and passes that `generation` to
  *   every page: a page of a ledger deleted since (perhaps written again) is
  *   then `record_not_found` rather than records of the new ledger.
+ * - Key listings are pages too (`kvKeysPage`, `blobListPage`): keys after
+ *   `after`, up to `MAX_KEYS_PAGE` and about `MAX_KEYS_PAGE_BYTES` of key
+ *   text, with `more` when the listing goes on (read on from the last key).
+ *   A whole listing in one reply (`kvKeys`, `blobList`, kept for older
+ *   clients) fails past the 32 MiB RPC reply limit.
  * - Leases. A `Lease` (its timer and signal) cannot cross RPC, so the object
  *   holds it: `leaseAcquire` grants it and the object renews it on its own
  *   timers while the holder keeps calling `leaseAssertHeld` (a heartbeat, at
@@ -58,12 +63,13 @@ import { readAll, MAX_BLOB_BYTES, type Blobs } from "../../src/storage/blobs.js"
 import { copyBytes } from "../../src/storage/copy.js";
 import { BlobConflictError, BlobNotFoundError, InvalidArgumentError, RecordNotFoundError, StorageBackendError, type StorageError } from "../../src/storage/errors.js";
 import type { LeaseFence } from "../../src/storage/fence.js";
-import type { KvEntry } from "../../src/storage/kv.js";
+import { listKeysPage, type KeysPage, type KvEntry } from "../../src/storage/kv.js";
 import { DEFAULT_LEASE_TTL_MS, type Lease } from "../../src/storage/leaser.js";
 import { ledgerReader, type LedgerReadBound, type LedgerRecord } from "../../src/storage/ledger.js";
 import { validateName, validatePrefix } from "../../src/storage/names.js";
 import { throwIfAborted, type CallOptions } from "../../src/storage/options.js";
 import type { CreateOrderedResult, Due, DuePage, OrderedId, OrderedPage, OrderedRecord, RankedPage, Rank } from "../../src/storage/ordered/types.js";
+import { storeLayout } from "../../src/storage/layout.js";
 import { createStore, type Store } from "../../src/storage/store.js";
 import { checkCount } from "../../src/storage/transaction.js";
 import type { ByteStream } from "../../src/storage/web.js";
@@ -280,8 +286,14 @@ export class StoreObject<Env extends StoreObjectEnv = StoreObjectEnv> extends Du
     return this.serve(store, (s) => s.kv.put(key, expectedRev, value, fenced(fence)));
   }
 
+  /** Every key with `prefix`, in one reply: past the RPC reply limit (32 MiB) it fails. Superseded by {@link kvKeysPage}. */
   async kvKeys(store: string, prefix: string): Promise<StoreOutcome<string[]>> {
     return this.serve(store, (s) => s.kv.keys(prefix));
+  }
+
+  /** A page of the keys with `prefix` after `after` (exclusive; `""` from the start), ascending, byte-capped; `more` when more follow. */
+  async kvKeysPage(store: string, prefix: string, after: string = ""): Promise<StoreOutcome<KeysPage>> {
+    return this.serve(store, (s) => listKeysPage(this.engine, storeLayout({ store: s.name }), "kv", prefix, after ?? ""));
   }
 
   async kvDelete(store: string, key: string, fence?: LeaseFence): Promise<StoreOutcome<void>> {
@@ -299,8 +311,16 @@ export class StoreObject<Env extends StoreObjectEnv = StoreObjectEnv> extends Du
     return this.serve(store, async (s) => (await s.blobs.get(key)) as ReadableStream<Uint8Array>);
   }
 
+  /** Every blob key with `prefix`, in one reply: past the RPC reply limit (32 MiB) it fails. Superseded by {@link blobListPage}. */
   async blobList(store: string, prefix: string): Promise<StoreOutcome<string[]>> {
     return this.serve(store, (s) => s.blobs.list(prefix));
+  }
+
+  /** A page of the blob keys with `prefix` after `after` (exclusive; `""` from the start), ascending, byte-capped; `more` when more follow. */
+  async blobListPage(store: string, prefix: string, after: string = ""): Promise<StoreOutcome<KeysPage>> {
+    return this.serve(store, (s) =>
+      s.blobs instanceof R2Blobs ? s.blobs.listPage(prefix, after ?? "") : listKeysPage(this.engine, storeLayout({ store: s.name }), "bm", prefix, after ?? ""),
+    );
   }
 
   async blobDelete(store: string, key: string): Promise<StoreOutcome<void>> {
@@ -470,6 +490,15 @@ class R2Blobs implements Blobs {
       throwIfAborted(options);
       return r2("blobs.delete", () => this.bucket.delete(this.prefix + key));
     });
+  }
+
+  /** One R2 list page (at most 1000 keys, so far under the RPC reply limit) after `after`. */
+  async listPage(prefix: string, after: string): Promise<KeysPage> {
+    validatePrefix(prefix);
+    if (typeof after !== "string") throw new InvalidArgumentError("after", "must be a string");
+    const options: R2ListOptions = after > prefix ? { prefix: this.prefix + prefix, startAfter: this.prefix + after } : { prefix: this.prefix + prefix };
+    const page = await r2("blobs.list", () => this.bucket.list(options));
+    return { keys: page.objects.map((object) => object.key.slice(this.prefix.length)), more: page.truncated };
   }
 
   async list(prefix: string, options?: CallOptions): Promise<string[]> {

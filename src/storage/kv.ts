@@ -15,7 +15,7 @@
  *   catalog of hierarchical names, and names keep keys safe as engine keys,
  *   URL segments and object keys.
  */
-import type { Engine } from "../engine.js";
+import type { Engine, KeyRange } from "../engine.js";
 import { copyBytes } from "./copy.js";
 import { InvalidArgumentError, KeyNotFoundError, RevisionConflictError } from "./errors.js";
 import { assertFence, checkFence } from "./fence.js";
@@ -122,7 +122,7 @@ class EngineKV implements KV {
 
   async keys(prefix: string, options?: CallOptions): Promise<string[]> {
     validatePrefix(prefix);
-    const entries = await transact(this.engine, "readonly", "kv.keys", options, (tx) => tx.scan(this.layout.prefixRange("kv", prefix)));
+    const entries = await transact(this.engine, "readonly", "kv.keys", options, (tx) => tx.scan(this.layout.prefixRange("kv", prefix), { keysOnly: true }));
     return entries.map((entry) => entry.key[entry.key.length - 1]).filter((key): key is string => typeof key === "string" && key.startsWith(prefix));
   }
 
@@ -136,4 +136,58 @@ class EngineKV implements KV {
       tx.delete(this.layout.kv(key));
     });
   }
+}
+
+/** One page of a key listing: `more` when keys after the last one may follow (read on with `after` = the last key). */
+export interface KeysPage {
+  readonly keys: string[];
+  readonly more: boolean;
+}
+
+/** Keys per listing page ({@link listKeysPage}), at most. */
+export const MAX_KEYS_PAGE = 4096;
+/**
+ * Key text per listing page, in bytes (2 per UTF-16 code unit, plus a little
+ * per key), after which a page stops; at least one key is always returned.
+ * Far under the 32 MiB of a Workers RPC reply.
+ */
+export const MAX_KEYS_PAGE_BYTES = 2 * 1024 * 1024;
+
+/**
+ * One page of the keys of `table` (`"kv"` or blob metadata `"bm"`) with
+ * `prefix`, after `after` (exclusive; `""` from the start), ascending: up to
+ * {@link MAX_KEYS_PAGE} keys and about {@link MAX_KEYS_PAGE_BYTES}. A keys-only
+ * scan: no value is decoded. What a server pages a listing with (each page is
+ * its own transaction: a key present for the whole listing is listed once,
+ * one added or removed meanwhile may or may not be).
+ */
+export async function listKeysPage(
+  engine: Engine,
+  layout: StoreLayout,
+  table: "kv" | "bm",
+  prefix: string,
+  after: string,
+  options?: CallOptions,
+): Promise<KeysPage> {
+  validatePrefix(prefix);
+  if (typeof after !== "string") throw new InvalidArgumentError("after", "must be a string");
+  const whole = layout.prefixRange(table, prefix);
+  const range: KeyRange = after > prefix ? { lower: [...whole.lower.slice(0, -1), after], lowerOpen: true, upper: whole.upper } : whole;
+  const operation = table === "kv" ? "kv.keys" : "blobs.list";
+  const entries = await transact(engine, "readonly", operation, options, (tx) => tx.scan(range, { limit: MAX_KEYS_PAGE + 1, keysOnly: true }));
+  const keys: string[] = [];
+  let bytes = 0;
+  let more = entries.length > MAX_KEYS_PAGE;
+  for (const entry of entries) {
+    const key = entry.key[entry.key.length - 1];
+    if (typeof key !== "string" || !key.startsWith(prefix)) continue;
+    const size = 2 * key.length + 16;
+    if (keys.length >= MAX_KEYS_PAGE || (keys.length > 0 && bytes + size > MAX_KEYS_PAGE_BYTES)) {
+      more = true;
+      break;
+    }
+    keys.push(key);
+    bytes += size;
+  }
+  return { keys, more };
 }
