@@ -80,6 +80,22 @@ export function latest(history: readonly Attempt[]): Attempt | undefined {
 }
 
 /** `history` with `attempt` added, keeping the latest {@link MAX_KEPT_ATTEMPTS} (copy on write). */
+/** The first page of ready entries a claim with a byte bound reads (and, on engines with round trips, reads ahead). */
+const FIRST_BOUNDED_PAGE = 16;
+
+/**
+ * How many ready entries a claim's next page takes: all it may still lease
+ * without a byte bound; with one, about as many as the bytes left hold at
+ * the average size of the deliveries so far (one more, and
+ * {@link FIRST_BOUNDED_PAGE} before any), so that a claim bounded to a few
+ * deliveries does not read (ahead) the rows and events of `maxEvents`.
+ */
+function pageWithin(maxBytes: number, bytes: number, delivered: number): number {
+  if (maxBytes === Infinity) return Infinity;
+  if (delivered === 0) return FIRST_BOUNDED_PAGE;
+  return Math.max(1, Math.ceil((maxBytes - bytes) / (bytes / delivered)) + 1);
+}
+
 function withAttempt(history: readonly Attempt[], attempt: Attempt): Attempt[] {
   const kept = history.length >= MAX_KEPT_ATTEMPTS ? history.slice(history.length - MAX_KEPT_ATTEMPTS + 1) : history.slice();
   kept.push(attempt);
@@ -1002,7 +1018,7 @@ export class Work {
     while (!full && deliveries.length < maxEvents) {
       const entries: Entry[] = await this.tx.scan(
         after === null ? { prefix: readyPrefix } : { prefix: readyPrefix, lower: [...readyPrefix, after], lowerOpen: true },
-        { limit: maxEvents - deliveries.length },
+        { limit: Math.min(maxEvents - deliveries.length, pageWithin(maxBytes, bytes, deliveries.length)) },
       );
       if (entries.length === 0) break;
       // Each delivery reads its unfinished row and its event: read them for the whole page at once.
