@@ -426,6 +426,8 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
         // The test's clock stands for both of the engine's (it only moves forward).
         ...(clock ? { clock, monotonic: clock } : {}),
       });
+    /** The ages a checkpoint record carries (`w`, see `Witness` in ./log.ts): whatever the engine knew. */
+    const ages = expect.any(Array) as unknown;
     /** What the database `name` stores: its log records in version order, and how many pages. */
     const stored = async (name: string): Promise<{ log: unknown[]; pages: number }> => {
       const { indexedDB: factory, IDBKeyRange: keyRanges } = lane.platform();
@@ -703,25 +705,25 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
         // the evidence time), 4 a change record, 5 a checkpoint.
         const t0 = now;
         expect(await checkpoints()).toEqual([
-          { checkpoint: true, cp: 3, at: t0, b: [1, 2] },
-          { checkpoint: true, cp: 5, at: t0, b: [3, 4] },
+          { checkpoint: true, cp: 3, at: t0, b: [1, 2], w: ages },
+          { checkpoint: true, cp: 5, at: t0, b: [3, 4], w: ages },
         ]);
         // Exactly the evidence time later, they are kept.
         now += EVIDENCE_MS;
         await increment(engine);
         await increment(engine);
         expect(await checkpoints()).toEqual([
-          { checkpoint: true, cp: 3, at: t0, b: [1, 2] },
-          { checkpoint: true, cp: 5, at: t0, b: [3, 4] },
-          { checkpoint: true, cp: 7, at: now, b: [5, 6] },
+          { checkpoint: true, cp: 3, at: t0, b: [1, 2], w: ages },
+          { checkpoint: true, cp: 5, at: t0, b: [3, 4], w: ages },
+          { checkpoint: true, cp: 7, at: now, b: [5, 6], w: ages },
         ]);
         // Past it, the next checkpoint deletes them.
         now += 1;
         await increment(engine);
         await increment(engine);
         expect(await checkpoints()).toEqual([
-          { checkpoint: true, cp: 7, at: now - 1, b: [5, 6] },
-          { checkpoint: true, cp: 9, at: now, b: [7, 8] },
+          { checkpoint: true, cp: 7, at: now - 1, b: [5, 6], w: ages },
+          { checkpoint: true, cp: 9, at: now, b: [7, 8], w: ages },
         ]);
         // A cold engine starts reading at the newest checkpoint and sees every row.
         const cold = paged(name, 4, 64, { records: 1, bytes: 100_000 }, () => now);
@@ -791,7 +793,7 @@ export function describeIndexedDbEngine(label: string, lane: EngineLane): void {
       // The log is full: the next commit writes everything into pages and replaces the change records
       // with its checkpoint (the first checkpoint, from the schema upgrade, is past the evidence time).
       await engine.transact("readwrite", async (tx) => tx.put(["row", 3], 3));
-      expect(await stored(name)).toEqual({ log: [{ checkpoint: true, cp: 5, at: now, b: [1, 2, 3, 4] }], pages: 1 });
+      expect(await stored(name)).toEqual({ log: [{ checkpoint: true, cp: 5, at: now, b: [1, 2, 3, 4], w: ages }], pages: 1 });
       await engine.close();
       const reopened = paged(name, 4, 8);
       expect(await keysOf(reopened)).toEqual([0, 1, 2, 3].map((i) => ["row", i]));

@@ -14,10 +14,17 @@
  * - a small commit is one request: its changes are stored as one record of
  *   a log, and a later commit writes the log's changes into the pages
  *   (a checkpoint) once it holds 128 records or 256 KB; replaced checkpoint
- *   records stay for ten minutes, as evidence of the commits they replaced
- *   (and until the engine deleting one has seen it for 20 s by its
- *   monotonic clock, so that a wall clock stepped either way loses no
- *   commit);
+ *   records stay as evidence of the commits they replaced: each is deleted
+ *   by a later checkpoint once it is ten minutes old by the wall clock and
+ *   20 s are known to have passed since it was written by
+ *   `performance.now()` (the time each context saw pass between reading the
+ *   database and checkpointing, added up from context to context in the
+ *   records, so short-lived Service Workers or tabs count too), or once it
+ *   is a day old by the wall clock alone. So a wall clock stepped either
+ *   way loses no commit (but for two opposite steps of more than a day
+ *   within 10 s), and the log holds about ten minutes of checkpoint records,
+ *   a day of them at most when no context ever sees time pass before it
+ *   checkpoints;
  * - pages read are cached per engine (at most 2048 pages and 32 MiB by the
  *   rows' size estimates, the pages used longest ago dropped first; dropped
  *   at `close()`) with the log after them, at the

@@ -117,9 +117,13 @@ export interface IndexedDbEngineConfig {
   /**
    * A monotonic clock of the context, ms (default `performance.now()`): a
    * version is trusted less than `TRUST_MS` after its confirmation by both
-   * clocks, and a replaced checkpoint record is deleted only once this clock
-   * has counted `WITNESS_MS` since the engine saw it (`./log.ts`). Tests pass
-   * one they move with `clock`, or not when they step `clock`.
+   * clocks, and a replaced checkpoint record is deleted once `WITNESS_MS` is
+   * known to have passed since it was written, by the time this clock and
+   * those of earlier engines (handed on in the records) counted, and
+   * `EVIDENCE_MS` by the wall clock; or once it is `EVIDENCE_MAX_MS` old by
+   * the wall clock alone (`Witness` in `./log.ts`). Only spans of it are
+   * used, never compared with another context's. Tests pass one they move
+   * with `clock`, or not when they step `clock`.
    */
   readonly monotonic?: () => number;
   /** Bytes kept free for transactions that do not grow the data (see `reserveBytes` in `./index.ts`); undefined: the default. */
@@ -478,11 +482,9 @@ export class IndexedDbEngine implements Engine {
         if (handle.storedBytes > 0) this.headroom.wrote(handle.storedBytes);
         const install = handle.install;
         if (install?.kind === "log") this.cache.installChange(install.base, install.record, install.keys);
-        else if (install?.kind === "pages") {
-          this.cache.install(install.base, install.puts, install.deletes);
-          // Its own checkpoint record, stored as of the reading taken after it was added.
-          if (handle.lockedAt !== null) this.cache.witness.saw(install.base + 1, install.at, handle.lockedAt.mono);
-        }
+        else if (install?.kind === "pages") this.cache.install(install.base, install.puts, install.deletes);
+        // The version it committed, by a transaction that started before the reading taken after its add.
+        if (install !== null && handle.lockedAt !== null) this.cache.witness.observe(install.base + 1, handle.lockedAt.mono);
         // A commit made on the cached version confirms the one it made.
         if (install !== null && this.cache.version === install.base + 1 && handle.lockedAt !== null) this.cache.confirmedAt = handle.lockedAt;
         settle();

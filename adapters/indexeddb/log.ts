@@ -36,23 +36,30 @@
  * engine that checked the version a moment ago commit without reading it
  * again (`./paged-transaction.ts`, "trusted"). A checkpoint deletes the change
  * records it replaced but keeps its predecessors' checkpoint records, with
- * their bases, until {@link EVIDENCE_MS} after each was written by the wall
- * clock, and until the engine deleting one has itself seen it stored for
- * {@link WITNESS_MS} by its monotonic clock ({@link Witness}); an engine
+ * their bases, as evidence ({@link Witness}): one is deleted once it was
+ * written more than {@link EVIDENCE_MS} (10 min) ago by the wall clock and
+ * more than {@link WITNESS_MS} (20 s) is known to have passed since by
+ * monotonic clocks (the time each engine saw pass, handed on from context to
+ * context in the checkpoint records, `w`), or once it was written more than
+ * {@link EVIDENCE_MAX_MS} (a day) ago by the wall clock alone. An engine
  * trusts its check for less than {@link TRUST_MS} by both its wall and its
  * monotonic clock ({@link trustHolds}), so the evidence of any commit it has
  * not seen is still stored when it commits, whatever the wall clock does
  * (stepped back, it cannot bring a past check back into trust; stepped
  * forward past a record's evidence time, the record still waits for its
- * witness). So a trusted commit made on a version another commit already
- * built on always fails its `add`: none is ever stored below the newest
- * checkpoint, where no engine would read it. The readings are taken while a
- * transaction held its lock: the check's (a request callback of the reading
- * or committing transaction), the commit's (the change record's `add`
- * callback, where the trust is judged) and the witness's (the callback of
- * the checkpoint's read of the oldest records), never the creation of a
- * transaction or its `complete` event, either of which may be far from when
- * IndexedDB ran it.
+ * witness), but for two opposite steps of more than a day each within 10 s
+ * (the one case {@link EVIDENCE_MAX_MS} does not survive). So a trusted
+ * commit made on a version another commit already built on fails its
+ * `add`: none is stored below the newest checkpoint, where no engine would
+ * read it. The log stays bounded however briefly contexts live: about
+ * {@link EVIDENCE_MS} of checkpoint records when contexts see some seconds
+ * pass between reading the version and checkpointing, a day of them at worst.
+ * The readings are taken while a transaction held its lock: the check's (a
+ * request callback of the reading or committing transaction), the commit's
+ * (the change record's `add` callback, where the trust is judged) and the
+ * witness's (after a read of the version or of checkpoint records, or a
+ * commit's `add`), never the creation of a transaction or its `complete`
+ * event, either of which may be far from when IndexedDB ran it.
  */
 import { BTree } from "../../src/ordered/btree.js";
 import { decodeKey, type EncodedInterval } from "../../src/ordered/key-encoding.js";
@@ -78,13 +85,17 @@ export interface CheckpointRecord {
   readonly cp?: number;
   /**
    * When it was written (epoch ms): once replaced by a later checkpoint, it is
-   * kept, as evidence, until {@link EVIDENCE_MS} after it was written (any
-   * record holding the base of a commit made after an engine's check was
-   * written after that check, so it outlives the check's trust).
+   * kept, as evidence, until {@link EVIDENCE_MS} after it was written and
+   * {@link WITNESS_MS} is known to have passed since, or until
+   * {@link EVIDENCE_MAX_MS} after it was written (any record holding the base
+   * of a commit made after an engine's check was written after that check, so
+   * it outlives the check's trust; see {@link Witness}).
    */
   readonly at?: number;
   /** The versions its commit and the change records it replaced were made on (the `bases` index). */
   readonly b?: readonly number[];
+  /** The time known to have passed, when it was written, since earlier commits ({@link Witness}; absent before it was stored). */
+  readonly w?: Ages;
 }
 
 export type LogRecord = ChangeRecord | CheckpointRecord;
@@ -171,7 +182,8 @@ export function trustHolds(since: Moment, now: Moment): boolean {
  * IndexedDB database shares): sixty times {@link TRUST_MS}, so that a commit
  * whose evidence is gone happened long before any check an engine still
  * trusts. A wall clock may be stepped, so this alone does not promise it:
- * {@link WITNESS_MS} does.
+ * {@link WITNESS_MS} does (and past {@link EVIDENCE_MAX_MS}, the wall clock
+ * alone, see {@link Witness}).
  */
 export const EVIDENCE_MS = 10 * 60_000;
 
@@ -179,11 +191,28 @@ export const EVIDENCE_MS = 10 * 60_000;
 export const EVIDENCE_SWEEP = 8;
 
 /**
- * How long an engine must have seen a replaced checkpoint record stored, by
- * its monotonic clock, before it deletes it (twice {@link TRUST_MS}: a margin
- * over the coarsened `performance.now()` of browsers). See {@link Witness}.
+ * How much time a replaced checkpoint record must be known to have been
+ * stored, by monotonic clocks, before it is deleted (twice {@link TRUST_MS}:
+ * a margin over the coarsened `performance.now()` of browsers). See
+ * {@link Witness}.
  */
 export const WITNESS_MS = 2 * TRUST_MS;
+
+/**
+ * How old by the wall clock a replaced checkpoint record must be to be
+ * deleted without any witness: a day (see {@link Witness} for the one step of
+ * the wall clock this does not survive). It bounds the log of an app whose
+ * contexts never see {@link WITNESS_MS} pass, even together.
+ */
+export const EVIDENCE_MAX_MS = 24 * 60 * 60_000;
+
+/**
+ * A witness handed on in a checkpoint record: pairs `[version, age]`, each
+ * meaning that when the record was written, at least `age` ms (monotonic)
+ * had passed since the start of the transaction that committed `version`
+ * (so of every transaction that committed a version up to it).
+ */
+export type Ages = readonly (readonly [version: number, age: number])[];
 
 /** What a checkpoint does with the oldest checkpoint records it read ({@link Witness.sweep}). */
 export interface Sweep {
@@ -193,79 +222,158 @@ export interface Sweep {
   readonly redated: readonly CheckpointRecord[];
 }
 
+/** At monotonic `mono` of this context, at least `age` ms had passed since every commit of a version up to `version` started. */
+interface Anchor {
+  readonly version: number;
+  readonly age: number;
+  readonly mono: number;
+}
+
+/** Anchors a witness keeps at most (pruned to a few, spaced {@link WITNESS_MS} / 4 apart by age). */
+const MAX_ANCHORS = 16;
+
 /**
- * Which replaced checkpoint records an engine's checkpoints delete, and
- * what the engine has seen of them: a record goes only when both hold:
- * - it was written more than {@link EVIDENCE_MS} ago by the wall clock
- *   (its `at`); a record dated after the sweep's wall clock (written while
- *   the clock ran ahead, then stepped back) is re-dated to it, so that it
- *   waits the full evidence time from now rather than stall the sweep, which
- *   looks at the oldest records only;
- * - this engine has seen it stored (read it, or committed it) at least
- *   {@link WITNESS_MS} earlier by its monotonic clock (unless it names no
- *   base at all: the schema upgrade's checkpoint is evidence of nothing).
+ * Which replaced checkpoint records an engine's checkpoints delete. A record
+ * goes when either holds:
+ * - it was written more than {@link EVIDENCE_MS} ago by the wall clock (its
+ *   `at`), and more than {@link WITNESS_MS} is known to have passed since it
+ *   was written by monotonic clocks (unless it names no base at all: the
+ *   schema upgrade's checkpoint is evidence of nothing);
+ * - it was written more than {@link EVIDENCE_MAX_MS} ago by the wall clock.
+ * A record dated after the sweep's wall clock (written while the clock ran
+ * ahead, then stepped back) is re-dated to it, so that it waits the full
+ * evidence time from now rather than stall the sweep, which looks at the
+ * oldest records only.
  *
- * The second condition is what makes the evidence outlast every trust
- * whatever the wall clock does: a record holding the base of a commit an
- * engine has not seen was written after that engine's confirmation, so
- * when it is deleted, more than {@link WITNESS_MS} has passed since that
- * confirmation on every monotonic clock of the machine, and the engine's
- * trust (less than {@link TRUST_MS} on its own, `trustHolds`) is over.
- * The wall-clock dating alone cannot promise that: the clock may be
- * stepped forward past a record's evidence time, and back, within a trust.
- * The cost: a context that lives less than {@link WITNESS_MS} deletes
- * nothing (a longer-lived one, or the next, does).
+ * How the time passed is known (the witness). Versions are committed in
+ * order, so what is true of the transaction that committed version `v` is
+ * true of every earlier one. An engine notes anchors, "at my monotonic
+ * `mono`, at least `age` ms had passed since the start of the transaction
+ * that committed `v`": `age` 0 whenever it reads version `v` or commits it
+ * (the reading taken in a callback of that transaction); and the ages a
+ * checkpoint record read carries (its `w`), at any reading taken after the
+ * read, since the record was stored before. Its anchors age by its
+ * monotonic clock, and each checkpoint it writes carries their ages then
+ * (`w`) to the next engine, in this context or another that lives later.
+ * So the time one context saw pass adds to the time the contexts before it
+ * saw (a context reads the record only after the one that wrote it had
+ * counted its part): contexts of 15 s that each commit over a few seconds
+ * after reading the version delete the records of a few contexts back, and
+ * the log holds about {@link EVIDENCE_MS} of them. (A single monotonic
+ * clock's readings may not be compared across contexts; spans of one
+ * context, all clocks of a machine advancing at one rate, may be added.)
  *
- * Records are known by version and date (a database deleted and made again
- * counts its versions from 1 again; the cache forgets its witness then).
+ * Why that keeps the evidence of every commit an engine may still trust. A
+ * record holding the base `u` of a commit an engine has not seen was
+ * written by (or after) that commit, which started after the engine's
+ * confirmation of `u`; once more than {@link WITNESS_MS} is known to have
+ * passed since the record's version was committed, more has passed since
+ * that confirmation on every monotonic clock of the machine, and the
+ * engine's trust (less than {@link TRUST_MS} by its own, `trustHolds`) is
+ * over, whatever the wall clock did: the wall-clock dating alone could not
+ * promise it (a clock stepped forward past a record's evidence time and
+ * back within a trust).
+ *
+ * The second rule, {@link EVIDENCE_MAX_MS}, is what bounds the log when
+ * no chain of contexts ever counts {@link WITNESS_MS} (each checkpoints at
+ * once and ends): the log then holds about a day of checkpoint records. It
+ * trusts the wall clock alone, and so loses a commit in exactly one case:
+ * within one trust (less than {@link TRUST_MS}), the wall clock read at the
+ * record's writing and at its deletion differ by more than a day while the
+ * trusting engine's readings at its confirmation and its commit, on either
+ * side of both, differ by less than 10 s, which takes two steps of the
+ * clock of more than a day each, in opposite directions, within 10 s (a
+ * single correction, of a bad clock at boot say, does not; a time zone
+ * mistaken for UTC is less than a day off).
+ *
+ * A database deleted and made again counts its versions from 1 again: the
+ * anchors are forgotten with the cache, on every new connection, and those
+ * a record carries are taken only for versions up to its own.
  */
 export class Witness {
-  /** When (monotonic ms) this engine first saw each record still stored, by {@link Witness.id}. */
-  private readonly since = new Map<string, number>();
+  private anchors: Anchor[] = [];
 
-  private static id(cp: number, at: number | undefined): string {
-    return `${cp}@${at ?? 0}`;
+  /** Note that version `version` was committed (by a transaction that started) before `mono`. */
+  observe(version: number, mono: number): void {
+    this.note({ version, age: 0, mono });
   }
 
-  /** Note that the record `cp` dated `at` was stored at `mono` (a record seen before keeps its first sighting). */
-  saw(cp: number, at: number | undefined, mono: number): void {
-    const id = Witness.id(cp, at);
-    if (!this.since.has(id)) this.since.set(id, mono);
+  /** Note the ages a checkpoint record of version `cp` carries, read before `mono`. */
+  learn(record: CheckpointRecord, mono: number): void {
+    const ages = record.w;
+    if (!Array.isArray(ages) || record.cp === undefined) return;
+    for (const pair of ages as unknown[]) {
+      if (!Array.isArray(pair)) continue;
+      const [version, age] = pair as unknown[];
+      if (typeof version !== "number" || typeof age !== "number" || !(version <= record.cp) || !(age >= 0) || !Number.isFinite(age)) continue;
+      this.note({ version, age, mono });
+    }
+  }
+
+  /** The ages to store in a checkpoint record written at `mono` (after noting that the version it is made on was committed). */
+  carry(mono: number): Ages {
+    this.prune(mono);
+    return this.anchors.map((a) => [a.version, Math.max(0, a.age + mono - a.mono)] as const);
+  }
+
+  /** The newest version whose commit is known to have started at least {@link WITNESS_MS} before `mono` (-Infinity: none). */
+  witnessed(mono: number): number {
+    let newest = -Infinity;
+    for (const a of this.anchors) if (a.age + mono - a.mono >= WITNESS_MS) newest = Math.max(newest, a.version);
+    return newest;
+  }
+
+  private note(anchor: Anchor): void {
+    this.anchors.push(anchor);
+    if (this.anchors.length > MAX_ANCHORS) this.prune(anchor.mono);
+  }
+
+  /**
+   * Keep the anchors that matter at `mono` (dropping one only loses time):
+   * of those aged {@link WITNESS_MS}, the one of the newest version; of the
+   * others, those no anchor of a version as new is older than, spaced a
+   * quarter of {@link WITNESS_MS} apart by age, and the newest.
+   */
+  private prune(mono: number): void {
+    const byVersion = this.anchors
+      .map((a) => ({ version: a.version, age: a.age + mono - a.mono }))
+      .sort((x, y) => y.version - x.version || y.age - x.age);
+    // Versions descending, ages ascending.
+    const front: { version: number; age: number }[] = [];
+    for (const a of byVersion) if (front.length === 0 || a.age > front[front.length - 1]!.age) front.push(a);
+    const ripe = front.findIndex((a) => a.age >= WITNESS_MS);
+    if (ripe >= 0) front.length = ripe + 1;
+    const kept: { version: number; age: number }[] = [];
+    for (let i = front.length - 1; i >= 0; i--) {
+      const a = front[i]!;
+      const last = kept[kept.length - 1];
+      if (last === undefined || i === 0 || a.age <= last.age - WITNESS_MS / 4) kept.push(a);
+    }
+    this.anchors = kept.map((a) => ({ version: a.version, age: a.age, mono }));
   }
 
   /**
    * Given the oldest checkpoint records (by version, at most
    * {@link EVIDENCE_SWEEP}) read, at `now`, by a checkpoint writing version
-   * `next`: which replaced ones to delete, which to re-date. Notes the
-   * replaced ones as seen at `now.mono` (they were stored before this
-   * checkpoint's transaction, which read them) and forgets the ones deleted.
+   * `next`: which replaced ones to delete, which to re-date.
    */
   sweep(oldest: readonly CheckpointRecord[], next: number, now: Moment): Sweep {
     const deletes: number[] = [];
     const redated: CheckpointRecord[] = [];
-    let lowest = Infinity;
+    for (const record of oldest) this.learn(record, now.mono);
+    const witnessed = this.witnessed(now.mono);
     for (const record of oldest) {
       const cp = record.cp;
       if (cp === undefined || cp >= next) continue;
-      lowest = Math.min(lowest, cp);
       if (record.at !== undefined && record.at > now.wall) {
-        const moved: CheckpointRecord = { ...record, at: now.wall };
-        redated.push(moved);
-        this.since.delete(Witness.id(cp, record.at));
-        this.saw(cp, moved.at, now.mono);
+        redated.push({ ...record, at: now.wall });
         continue;
       }
-      this.saw(cp, record.at, now.mono);
-      const seen = this.since.get(Witness.id(cp, record.at))!;
+      const at = record.at ?? 0;
       // A record naming no base (the first checkpoint, made by the schema upgrade) is evidence of nothing.
       const evidence = record.b !== undefined && record.b.length > 0;
-      if ((record.at ?? 0) < now.wall - EVIDENCE_MS && (!evidence || now.mono - seen >= WITNESS_MS)) {
-        deletes.push(cp);
-        this.since.delete(Witness.id(cp, record.at));
-      }
+      if ((at < now.wall - EVIDENCE_MS && (!evidence || cp <= witnessed)) || at < now.wall - EVIDENCE_MAX_MS) deletes.push(cp);
     }
-    // Records below the oldest one read are gone (deleted by this engine or another): forget them.
-    for (const id of this.since.keys()) if (Number(id.slice(0, id.indexOf("@"))) < lowest) this.since.delete(id);
     return { deletes, redated };
   }
 }

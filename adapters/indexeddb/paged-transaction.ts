@@ -49,6 +49,7 @@ import {
   type CommittedLog,
   contains,
   EVIDENCE_SWEEP,
+  isCheckpoint,
   type LogLimits,
   type LogRecord,
   type LogRow,
@@ -105,7 +106,7 @@ export type CacheInstall =
       readonly base: number;
       readonly puts: readonly Page[];
       readonly deletes: readonly string[];
-      /** The date of the checkpoint record it stored (the engine's witness notes the record once committed). */
+      /** The date of the checkpoint record it stored. */
       readonly at: number;
     };
 
@@ -386,6 +387,7 @@ export class PagedTransaction implements EngineTransaction {
           this.current = true;
           this.lockedAt = this.now();
           if (this.cache.version === version) this.cache.confirmedAt = this.lockedAt;
+          this.cache.witness.observe(version, this.lockedAt.mono);
           return true;
         }
         this.markStale();
@@ -428,9 +430,15 @@ export class PagedTransaction implements EngineTransaction {
       const records = await readRecords(this.logStore, lower > 0 ? this.platform.IDBKeyRange.lowerBound(lower) : undefined, "next", undefined);
       // Another transaction of this engine (a concurrent reader) may have moved the cache meanwhile.
       if (cache.version !== seen) continue;
-      cache.catchUp(from, version, records.map(toLogEntry));
+      const entries = records.map(toLogEntry);
+      cache.catchUp(from, version, entries);
+      // The time the checkpoint records read know to have passed (they were stored before this reading).
+      const mono = this.now().mono;
+      for (const entry of entries) if (isCheckpoint(entry.record)) cache.witness.learn(entry.record, mono);
     }
     cache.confirmedAt = this.now();
+    // The version read was committed before now.
+    cache.witness.observe(version, cache.confirmedAt.mono);
     this.log = cache.log;
   }
 
@@ -618,14 +626,20 @@ export class PagedTransaction implements EngineTransaction {
     if (log.records > 0) this.logStore.delete(this.platform.IDBKeyRange.bound(floor, next, true, true));
     const bases: number[] = [];
     for (let base = floor; base <= this.version; base++) bases.push(base);
-    const at = this.now().wall;
-    this.logStore.add({ checkpoint: true, cp: next, at, b: bases } satisfies LogRecord, next);
+    const written = this.now();
+    const at = written.wall;
+    // The version it is made on was committed before now (a cache is never ahead of the database; a
+    // stale one's add fails anyway), and the time the engine knows to have passed since earlier commits
+    // goes with the record, to engines that read it later, in this context or another (`Witness`, ./log.ts).
+    const witness = this.cache.witness;
+    witness.observe(this.version, written.mono);
+    this.logStore.add({ checkpoint: true, cp: next, at, b: bases, w: witness.carry(written.mono) } satisfies LogRecord, next);
     // Replaced checkpoint records past the evidence time go, the oldest first, a few per checkpoint;
     // those dated in the future are re-dated to now (see `Witness` in ./log.ts).
     const oldest = await requestResult(this.logStore.index(CHECKPOINTS_INDEX).getAll(null, EVIDENCE_SWEEP));
     const now = this.now();
     this.lockedAt = now;
-    const sweep = this.cache.witness.sweep(oldest as CheckpointRecord[], next, now);
+    const sweep = witness.sweep(oldest as CheckpointRecord[], next, now);
     for (const record of sweep.redated) this.logStore.put(record, record.cp);
     for (const cp of sweep.deletes) this.logStore.delete(cp);
     this.install = { kind: "pages", base: this.version, puts, deletes, at };

@@ -458,7 +458,7 @@ export class PageCache extends PageSet {
    * reset, a stale transaction).
    */
   confirmedAt: Moment = NEVER;
-  /** Replaced checkpoint records this engine has seen, and since when (see {@link Witness}). Forgotten on a reset. */
+  /** The time this engine knows to have passed since commits it read or made (see {@link Witness}). Forgotten on a reset. */
   witness = new Witness();
   /** Estimated bytes of the cached pages ({@link cachedBytes}, as each was added). */
   private held = 0;

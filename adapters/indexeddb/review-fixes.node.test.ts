@@ -18,6 +18,11 @@
  *   checkpoint, where no engine reads it (`transact` resolved, the write was
  *   lost). The sweep dated evidence by the wall clock alone too: stepped
  *   forward past the evidence time and back within a trust, it did the same.
+ * - A replaced checkpoint record was deleted only by an engine that had
+ *   itself seen it stored for 20 s: apps whose contexts live less (a Service
+ *   Worker, short tab sessions) never deleted any, and the log grew without
+ *   bound. The time is now handed on in the records, and a record a day old
+ *   by the wall clock goes anyway.
  * - The sweep looked at the 8 oldest replaced checkpoint records only: 8
  *   dated in the future (written while the clock ran ahead) stalled it.
  * - The page cache was bounded by page count only: rows larger than a page
@@ -30,7 +35,7 @@ import { describe, expect, it } from "vitest";
 import type { EngineTransaction } from "../../src/engine.js";
 import { IndexedDbEngineError, indexedDbEngine } from "./index.js";
 import { IndexedDbEngine } from "./indexeddb-engine.js";
-import { type LogLimits, TRUST_MS, WITNESS_MS } from "./log.js";
+import { EVIDENCE_MAX_MS, type LogLimits, TRUST_MS, WITNESS_MS } from "./log.js";
 import type { PageCache } from "./pages.js";
 import { LOG_STORE, MIGRATIONS, openEngineDatabase, SCHEMA_VERSION } from "./schema.js";
 import { retryWhileBlocked } from "../../test/node/support/retry-blocked.js";
@@ -350,14 +355,15 @@ const DAY = 24 * 60 * MINUTE;
 function machine(name: string) {
   const idb = new IDBFactory();
   const time = { wall: 1000 * DAY, mono: 0 };
-  const make = (logLimits: LogLimits): IndexedDbEngine =>
+  /** An engine; `monoOrigin`: its context's monotonic clock reads that much more (contexts do not share one). */
+  const make = (logLimits: LogLimits, monoOrigin = 0): IndexedDbEngine =>
     new IndexedDbEngine({
       name,
       durability: "strict",
       platform: () => ({ indexedDB: idb, IDBKeyRange }),
       logLimits,
       clock: () => time.wall,
-      monotonic: () => time.mono,
+      monotonic: () => time.mono + monoOrigin,
       reserveBytes: 0,
     });
   const pass = (ms: number): void => {
@@ -659,4 +665,83 @@ describe("review fixes: a body that catches a refused call", () => {
       await after.close();
     });
   }
+});
+
+describe("review fixes: short-lived contexts keep the log bounded", () => {
+  /**
+   * `contexts` contexts (a service worker woken, a short tab session), one
+   * every `gap` ms, each a new engine whose monotonic clock starts at 0, living
+   * `lifeMs` and writing `commits` times evenly over its life; returns the
+   * number of checkpoint records after each context.
+   */
+  async function contexts(m: ReturnType<typeof machine>, options: { contexts: number; gap: number; lifeMs: number; commits: number; logLimits: LogLimits }): Promise<number[]> {
+    const counts: number[] = [];
+    for (let c = 0; c < options.contexts; c++) {
+      m.time.mono = 0; // a new context: its own performance.now()
+      const engine = m.make(options.logLimits);
+      for (let i = 0; i < options.commits; i++) {
+        await put(engine, `k${i % 40}`, [c, i]);
+        m.pass(options.lifeMs / options.commits);
+      }
+      await engine.close();
+      m.step(options.gap);
+      counts.push((await m.log()).filter((record) => record.checkpoint === true).length);
+    }
+    return counts;
+  }
+
+  it("deletes replaced checkpoint records written by contexts of 15 s each (a witness handed on in the records): about ten minutes of them stay", async () => {
+    const m = machine("short-contexts");
+    // 100 contexts of 15 s, one every 15 minutes (25 hours), each with a checkpoint or two.
+    const counts = await contexts(m, { contexts: 100, gap: 15 * MINUTE, lifeMs: 15 * SECOND, commits: 24, logLimits: { records: 16, bytes: MiB } });
+    expect(Math.max(...counts.slice(20))).toBeLessThanOrEqual(6);
+    const fresh = m.make({ records: 16, bytes: MiB });
+    expect(await get(fresh, "k23")).toEqual([99, 23]);
+    await fresh.close();
+  });
+
+  it("hands on only the time a context saw pass: a context that reads a record moments after another wrote it does not delete it, whatever either's monotonic clock reads, and a wall clock stepped forward and back loses nothing", async () => {
+    const m = machine("handed-on");
+    const a = m.make({ records: 128, bytes: MiB }); // change records: A's commits can be trusted
+    await put(a, "a0", 0);
+    await put(a, "a1", 1); // A has just confirmed its version by its commit
+    const base = cacheOf(a).version!;
+    m.pass(SECOND);
+    // B, a context whose performance.now() reads an hour, checkpoints on A's version and ends.
+    const b = m.make({ records: 0, bytes: 0 }, 60 * MINUTE);
+    await put(b, "b0", 0);
+    await b.close();
+    expect(await m.bases()).toContain(base);
+    // The wall clock jumps 11 minutes ahead; C, a new context whose clock reads two hours, reads B's
+    // record, waits a second and checkpoints: one second and a bit is known to have passed, not 20.
+    m.step(11 * MINUTE);
+    const c = m.make({ records: 0, bytes: 0 }, 120 * MINUTE);
+    await get(c, "b0");
+    m.pass(SECOND);
+    await put(c, "c0", 0);
+    await c.close();
+    expect(await m.bases()).toContain(base);
+    // The clock is stepped back: A, 3 s after its confirmation, trusts its version; the evidence refuses its commit.
+    m.step(-11 * MINUTE);
+    m.pass(SECOND);
+    let runs = 0;
+    await a.transact("readwrite", async (tx) => {
+      runs++;
+      tx.put(["late"], "accepted");
+    });
+    expect(runs).toBe(2);
+    const fresh = m.make({ records: 128, bytes: MiB });
+    expect(await get(fresh, "late")).toBe("accepted");
+    expect(await get(fresh, "c0")).toBe(0);
+    for (const engine of [a, fresh]) await engine.close();
+  });
+
+  it("deletes them past EVIDENCE_MAX_MS by the wall clock alone when no context lives to see any time pass (each checkpoints at once and ends)", async () => {
+    const m = machine("instant-contexts");
+    // 150 contexts, one every 30 minutes (75 hours), each one commit that checkpoints, taking no time at all.
+    const counts = await contexts(m, { contexts: 150, gap: 30 * MINUTE, lifeMs: 0, commits: 1, logLimits: { records: 0, bytes: 0 } });
+    const bound = EVIDENCE_MAX_MS / (30 * MINUTE) + 2;
+    expect(Math.max(...counts)).toBeLessThanOrEqual(bound);
+    expect(counts.at(-1)).toBeGreaterThanOrEqual(bound - 4); // the wall clock alone: a day of them stays
+  });
 });
