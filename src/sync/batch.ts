@@ -35,11 +35,20 @@
  *   times in a row is split in halves, down to single events, as for a 413;
  *   the parts the sink accepts are acknowledged. An event that still fails
  *   alone is charged (nacked with backoff, its attempt counted, so the
- *   attempt budget ends it as `attempts_exhausted`) when another part of the
- *   same send was accepted, or when the sink answers a call of no events
- *   (`sinkAnswers`), either of which shows the sink works; otherwise nothing
- *   is charged and the batch stays held (and reported), as in an outage, and
- *   the next split waits for as many failures again.
+ *   attempt budget ends it as `attempts_exhausted`) only when another part
+ *   of the same send was accepted, which shows the sink takes events;
+ *   otherwise nothing is charged and the batch stays held (and reported), as
+ *   in an outage, and the next split waits for as many failures again. A
+ *   sink that answers a call of no events but fails every call with events
+ *   (a broken deploy) is thus an outage: an empty call shows the sink
+ *   answers, not that it takes events. So that a poison event held alone
+ *   gets that company, the loop tops a held batch up before each resend: it
+ *   claims up to `batchSize` minus the events held, which the journal hands
+ *   out only for ordering keys not in flight (per-key order holds: the
+ *   events of the poison event's own key wait behind it). A topped-up event
+ *   spends one attempt when claimed and then stays in the held batch, so an
+ *   outage still costs each event one attempt. A poison event alone with
+ *   nothing else to claim is held, uncharged, until other events come.
  * - A whole-batch failure that is a typed refusal of the request's input
  *   (400 `invalid_request` / `invalid_json` / `invalid_event`, a local
  *   `invalid_argument`, a non-retryable journal error other than `backend`
@@ -55,6 +64,11 @@
  *   event refused alone is refused for good (`rejected`); a refusal of the
  *   credentials themselves (401, or 403 `forbidden`: no append scope at all)
  *   is waited out.
+ * - The loop claims a batch (which spends an attempt of each event) only once
+ *   the sink answers a call of no events (`sinkAnswers`), at each start and
+ *   after a failed batch: restarts and lapsed leases through an outage spend
+ *   nothing. That check never charges anything; a top-up of a held batch
+ *   claims without it (the batch's own sends are the check).
  * - A resend answered `accepted` for an event observed longer ago than the
  *   sink's `capacity.retainAcknowledgedMs` is reported as a
  *   `PossibleDuplicateError` (and acknowledged): the sink may have stored,
@@ -100,8 +114,8 @@ import {
   isForbiddenNamespace,
   isOutcomeUnknown,
   isPayloadTooLarge,
-  isRequestRefusal,
   isRetryable,
+  isSinkDown,
   isSinkWide,
   isUnexplainedAnswer,
   PossibleDuplicateError,
@@ -124,6 +138,16 @@ import {
  * is reported as a possible duplicate). An `HttpJournal` reports the
  * server's values when made with `HttpJournal.connect`, and whatever it was
  * given when constructed directly. A sink without them is not checked.
+ *
+ * `appendBatch([])` (no events) must resolve (with `[]`), as the journal's
+ * contract says (`UsageJournal.appendBatch` takes 0..1000 events): the loop
+ * makes that call to check the sink answers before it claims, at each start
+ * and after a failed batch. It should fail only while the sink is down, with
+ * an error that says so (one carrying a `code`, an HTTP `status` or a
+ * `retryable` flag, or a network `TypeError`: see `isSinkDown`). A sink
+ * that fails an empty batch with an untyped error (a plain `Error`) is taken
+ * as answering, so the loop still claims, but then a sink down that way
+ * costs an attempt at each start and after each failed batch.
  */
 export interface ForwarderSink {
   appendBatch(events: readonly UsageEvent[], options?: { readonly signal?: AbortSignalLike }): Promise<BatchAppendResult[]>;
@@ -138,7 +162,7 @@ export type ForwarderPhase = "claim" | "append" | "ack" | "nack" | "quarantine" 
 
 /** How one batch went. Counts are events. */
 export interface BatchReport {
-  /** Events claimed from the source (0: nothing was claimable, or the claim failed). */
+  /** Events claimed from the source, a held batch's top-ups included (0: nothing was claimable, or the claim failed). */
   readonly claimed: number;
   /** Acknowledged in the source after the sink accepted them or already had them. */
   readonly forwarded: number;
@@ -285,8 +309,12 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
   context.onClaimed?.(deliveries.length);
 
   const tally: Tally = { forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, resent: 0, failed: false };
+  // Events claimed by this batch, top-ups included.
+  let claimed = deliveries.length;
   let outstanding = deliveries;
   let failures = 0;
+  // Whether a held event's lease lapsed (or the source stopped recognising it): the batch then claims no more.
+  let lapsed = false;
   // Sends in a row whose events all failed with an unexplained answer (see `isUnexplainedAnswer`) and none was accepted.
   let unexplained = 0;
   // Request ids of this batch a failed send may have stored (the outcome of the call is unknown): a later send of them is a resend.
@@ -297,12 +325,9 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
   try {
     for (;;) {
       const probe: SendProbe = { split: unexplained >= SPLIT_AFTER_FAILURES - 1, splitDone: false };
-      const sent = await send(context, outstanding, sentBefore, probe);
       // An event that failed alone, after as many unexplained failures in a row as SPLIT_AFTER_FAILURES, is charged
-      // when the sink shows it works: another part of the send was accepted, or the sink answers a call of no events.
-      let sinkWorks = sent.some((outcome) => outcome.kind === "held");
-      if (!sinkWorks && probe.split && sent.some((outcome) => outcome.kind === "suspect" && outcome.lone)) sinkWorks = await sinkAnswers(context);
-      const outcomes = resolveSuspects(sent, sinkWorks);
+      // only when another part of the same send was accepted: that shows the sink takes events (see `resolveSuspects`).
+      const outcomes = resolveSuspects(await send(context, outstanding, sentBefore, probe));
       // A split that found no part the sink takes proves nothing: the next split waits for as many failures again.
       unexplained = outcomes.some((outcome) => outcome.kind === "again" && isUnexplainedAnswer(outcome.error)) && !probe.splitDone ? unexplained + 1 : 0;
       await heartbeat.pause();
@@ -319,16 +344,40 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
       }
       // An event whose lease the source no longer recognises (an operator quarantined it, say) is not this batch's any more.
       const lost = heartbeat.lost();
-      outstanding = again.filter((delivery) => !lost.has(delivery.id.event));
+      outstanding = again.filter((delivery) => !lost.has(deliveryKey(delivery.id)));
       tally.unsettled += again.length - outstanding.length;
       // Lost while the sink was failing (the leases lapsed: a device asleep, timers throttled): the next claim of
       // them spends an attempt, so the loop backs off and claims again only once the sink answers.
-      if (outstanding.length < again.length) tally.failed = true;
+      if (outstanding.length < again.length) {
+        lapsed = true;
+        tally.failed = true;
+      }
       if (outstanding.length === 0 || !hold.active()) {
         // The loop stopped, or another forwarder took the lock: give the events back at once, for whoever forwards next.
         await nackAll(context, outstanding, "the forwarder stopped (or lost its lock) while the sink was failing", tally, 0);
         if (outstanding.length > 0) tally.failed = true;
         break;
+      }
+      // Top the held batch up with events of other ordering keys (the journal hands out none of a key in flight), so
+      // that an event the sink fails alone is sent with company, whose acceptance charges it (see the module
+      // comment). Not once a lease lapsed: what lapsed would be claimed again, an attempt more each, while the sink
+      // may still be down (the next batch claims only once it answers).
+      if (!lapsed) {
+        const added = await topUp(context, outstanding.length);
+        if (added.length > 0) {
+          claimed += added.length;
+          context.onClaimed?.(added.length);
+          // A held event handed out again: its lease lapsed before the heartbeat saw it (timers asleep). The new
+          // delivery replaces the old one, which is not this batch's any more, and the batch claims no more.
+          const fresh = new Set(added.map((delivery) => delivery.id.event));
+          const kept = outstanding.filter((delivery) => !fresh.has(delivery.id.event));
+          if (kept.length < outstanding.length) {
+            lapsed = true;
+            tally.failed = true;
+            tally.unsettled += outstanding.length - kept.length;
+          }
+          outstanding = [...kept, ...added];
+        }
       }
       heartbeat.resume(outstanding.map((delivery) => delivery.id));
       tally.resent += 1;
@@ -337,7 +386,28 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
   } finally {
     await heartbeat.stop();
   }
-  return { claimed: deliveries.length, ...tally };
+  return { claimed, ...tally };
+}
+
+/**
+ * Claim up to `batchSize - held` more events for a held batch (none when it
+ * is full). A failed claim is reported and adds nothing: the held batch goes
+ * on as it is.
+ */
+async function topUp(context: BatchContext, held: number): Promise<Delivery[]> {
+  const room = context.batchSize - held;
+  if (room <= 0) return [];
+  try {
+    return await context.source.claim(context.consumer, { maxEvents: room, leaseMs: context.leaseMs, now: context.clock() });
+  } catch (error) {
+    context.report({ phase: "claim", error, requestIds: [] });
+    return [];
+  }
+}
+
+/** A key for one delivery (an event's request id and its attempt): a lapsed event claimed again is a new delivery. */
+function deliveryKey(id: DeliveryId): string {
+  return `${id.attempt}:${id.event}`;
 }
 
 /**
@@ -400,11 +470,13 @@ async function sendHalves(context: BatchContext, deliveries: readonly Delivery[]
 /**
  * Settle the `suspect` outcomes of one send: an event the sink failed with an
  * unexplained answer when sent alone is charged (`failed`: nacked with
- * backoff, its attempt counted) when `sinkWorks` (another part of the same
- * send was accepted, or the sink answered a call of no events); any other is
- * `again` (held, as in an outage).
+ * backoff, its attempt counted) when another part of the same send was
+ * accepted, which shows the sink takes events; any other is `again` (held,
+ * as in an outage). That the sink answers a call of no events shows nothing
+ * of the kind: a sink broken for every event may still answer it.
  */
-function resolveSuspects(outcomes: readonly Outcome[], sinkWorks: boolean): Outcome[] {
+function resolveSuspects(outcomes: readonly Outcome[]): Outcome[] {
+  const sinkWorks = outcomes.some((outcome) => outcome.kind === "held");
   return outcomes.map((outcome): Outcome => {
     if (outcome.kind !== "suspect") return outcome;
     return { kind: sinkWorks && outcome.lone ? "failed" : "again", error: outcome.error };
@@ -412,20 +484,25 @@ function resolveSuspects(outcomes: readonly Outcome[], sinkWorks: boolean): Outc
 }
 
 /**
- * Whether the sink answers: an `appendBatch` of no events, which journals and
- * leases nothing (an `HttpJournal` still sends its request, through the same
- * route, credentials and proxies as a real send). It answers when the call
- * resolves, or fails as a typed refusal of its input (`isRequestRefusal`: a
- * sink that refuses an empty batch is up). Any other failure (a network
- * failure, a timeout, a 5xx, a portal's page, refused credentials) is
- * reported and means no.
+ * Whether the sink answers, checked before a claim: an `appendBatch` of no
+ * events, which journals and leases nothing (an `HttpJournal` still sends
+ * its request, through the same route, credentials and proxies as a real
+ * send; the isostore worker runs it as a write transaction that appends
+ * nothing). It answers when the call resolves, or fails with an error that
+ * does not say the sink is down (`isSinkDown`: a typed refusal of the input,
+ * or an untyped error such as a custom sink's plain `Error` for an empty
+ * batch): the loop then claims, and the sends' failures are settled by the
+ * usual rules. A failure that says the sink is down (a network failure, a
+ * timeout, 429, a 5xx, `backend`, refused credentials, a portal's page) is
+ * reported and means no. Only a claim depends on it: it never charges an
+ * event.
  */
 export async function sinkAnswers(context: BatchContext): Promise<boolean> {
   try {
     await appendWithTimeout(context, []);
     return true;
   } catch (error) {
-    if (isRequestRefusal(error)) return true;
+    if (!isSinkDown(error)) return true;
     context.report({ phase: "append", error, requestIds: [] });
     return false;
   }
@@ -600,7 +677,7 @@ interface Heartbeat {
   /** Beat again, for `ids` only (the others were settled). */
   resume(ids: readonly DeliveryId[]): void;
   stop(): Promise<void>;
-  /** Request ids whose lease the source refused to extend for good (it no longer recognises the delivery). */
+  /** Deliveries (`deliveryKey`) whose lease the source refused to extend for good (it no longer recognises the delivery). */
   lost(): ReadonlySet<string>;
 }
 
@@ -647,9 +724,9 @@ function startHeartbeat(context: BatchContext, deliveries: readonly Delivery[]):
       }),
     ).then((kept) => {
       ids.forEach((id, index) => {
-        if (!kept[index]) lost.add(id.event);
+        if (!kept[index]) lost.add(deliveryKey(id));
       });
-      live = live.filter((id) => !lost.has(id.event));
+      live = live.filter((id) => !lost.has(deliveryKey(id)));
       beating = null;
       if (!stopped) arm();
     });
@@ -662,7 +739,7 @@ function startHeartbeat(context: BatchContext, deliveries: readonly Delivery[]):
       if (beating !== null) await beating;
     },
     resume(ids) {
-      live = ids.filter((id) => !lost.has(id.event));
+      live = ids.filter((id) => !lost.has(deliveryKey(id)));
       paused = false;
       if (due && !stopped) {
         due = false;

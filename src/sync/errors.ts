@@ -243,6 +243,29 @@ export function isUnexplainedAnswer(error: unknown): boolean {
 }
 
 /**
+ * Whether a failed call of no events (the forwarder's check that the sink
+ * answers before it claims, see `sinkAnswers` in `batch.ts`) says the sink
+ * is down or unreachable: a failure the module can read, anywhere in its
+ * cause chain: a string `code` (the API's and the journal's errors, a
+ * timeout's `sink_timeout`, Node's `ECONNREFUSED`), an HTTP `status`, a
+ * `retryable` flag, a network failure as `fetch` reports it (a `TypeError`)
+ * or an abort or a timeout (`AbortError`, `TimeoutError`). So a network
+ * failure, a timeout, 429, any 5xx, `backend`, 401, 403, 404, a page that is
+ * not the API's answer all say down. Not: a typed refusal of the request's
+ * input ({@link isRequestRefusal}: a sink that refuses an empty batch is up),
+ * and an untyped error (a plain `Error` with none of these: a custom sink
+ * that refuses an empty batch its own way), which the sink threw, so it
+ * answered.
+ */
+export function isSinkDown(error: unknown): boolean {
+  if (isRequestRefusal(error)) return false;
+  return causeChain(error).some((link) => {
+    const { code, status, retryable, name } = link as { code?: unknown; status?: unknown; retryable?: unknown; name?: unknown };
+    return typeof code === "string" || typeof status === "number" || typeof retryable === "boolean" || link instanceof TypeError || name === "TypeError" || name === "AbortError" || name === "TimeoutError";
+  });
+}
+
+/**
  * Whether the failure is the sink's storage failing: an HTTP answer with
  * the API's code `backend` (a 500 or 503 of the worker whose journal's
  * storage failed), or, with no HTTP answer in it, a journal `BackendError`

@@ -21,7 +21,10 @@
  *   from the source's outbox.
  * - The loop claims (which spends a delivery attempt) only once the sink
  *   answers a call of no events: at each start and after a failed batch, so
- *   restarts and lapsed leases through an outage spend no attempts.
+ *   restarts and lapsed leases through an outage spend no attempts. That
+ *   check never charges an event. A held batch is topped up with events of
+ *   other ordering keys before each resend, so an event the sink fails alone
+ *   is sent with others, whose acceptance charges it (see `batch.ts`).
  * - Exactly once at the sink needs its retention window: the sink knows a
  *   request id for `capacity.retainAcknowledgedMs` after its `observedAt`,
  *   and a resend after that is stored as a new event. So the sink's window

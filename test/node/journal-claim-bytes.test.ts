@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
-import type { Engine, EngineTransaction, Key } from "../../src/engine.js";
+import type { Engine, EngineTransaction, Key, KeyRange, ScanOptions } from "../../src/engine.js";
 import { BILLING_GRADE, createJournal, createUsageEvent, newRequestId, parseConsumerId } from "../../src/index.js";
 
 const t0 = 1_700_000_000_000;
@@ -25,8 +25,8 @@ function countingEngine(): { engine: Engine; eventRows: () => number } {
     },
     put: (key, value) => tx.put(key, value),
     delete: (key) => tx.delete(key),
-    scan: async (range, options) => {
-      const entries = await tx.scan(range, options);
+    scan: async <V>(range: KeyRange, options?: ScanOptions) => {
+      const entries = await tx.scan<V>(range, options);
       rows += entries.filter((entry) => isEvent(entry.key)).length;
       return entries;
     },

@@ -1,13 +1,15 @@
 /**
  * The forwarder's guards against spending or losing events for the sink's faults: a billing-grade source is not
- * drained into a sink that drops accepted events when full; a poison event alone does not hold the loop for ever;
- * restarts and lapsed leases through an outage do not spend the events' delivery attempts.
+ * drained into a sink that drops accepted events when full; a poison event is charged only when other events are
+ * accepted with it (a held batch is topped up for that), never because the sink answers a call of no events;
+ * restarts and lapsed leases through an outage do not spend the events' delivery attempts; a custom sink that refuses
+ * a call of no events its own way does not stop the loop.
  */
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { HttpJournal, type FetchLike } from "../../src/http/index.js";
 import { BILLING_GRADE, createJournal, createUsageEvent, InvalidArgumentError, newRequestId, parseConsumerId } from "../../src/index.js";
-import { createForwarder } from "../../src/sync/index.js";
+import { createForwarder, type ForwarderSink } from "../../src/sync/index.js";
 import { virtualClock, virtualScheduler } from "../../src/testing/index.js";
 import { createApp } from "../../src/worker/index.js";
 
@@ -50,20 +52,219 @@ describe("forwarder guards", () => {
     expect(() => createForwarder({ source, consumer, sink: { ...sink, capacity: BILLING_GRADE } })).not.toThrow();
   });
 
-  it("a poison event claimed alone is charged once the sink answers a call of no events, and the events behind it go", async () => {
+  it("a poison event is charged only once other keys' events are accepted in the same sends; held alone it is not", async () => {
     const POISON = newRequestId(1_700_000_000_000);
-    const s = setup((body) => (body.includes(POISON) ? new Response(JSON.stringify({ error: { code: "internal", message: "the server failed" } }), { status: 500, headers: { "content-type": "application/json" } }) : undefined));
+    const internal = () => new Response(JSON.stringify({ error: { code: "internal", message: "the server failed" } }), { status: 500, headers: { "content-type": "application/json" } });
+    // Every append-batch request with events: the ids it carried and whether the edge took them.
+    const sends: { ids: string[]; ok: boolean }[] = [];
+    const s = setup((body) => {
+      const ids = (JSON.parse(body) as { events: { record: { requestId: string } }[] }).events.map((event) => event.record.requestId);
+      if (ids.length === 0) return undefined; // the sink check answers
+      const ok = !ids.includes(POISON);
+      sends.push({ ids, ok });
+      return ok ? undefined : internal();
+    });
     await s.add(POISON, "u0");
     const f = createForwarder({ source: s.source, consumer, sink: await s.sink(), scheduler: s.scheduler, clock: s.time.clock });
     f.start();
-    await s.scheduler.advance(1_000);
-    for (let i = 1; i <= 5; i++) await s.add(newRequestId(s.time.now + i), `u${i}`);
+    // Alone, with the sink answering a call of no events: held, never charged (nothing shows the sink takes events).
     await s.scheduler.advance(60 * 60 * 1000);
+    expect(sends.length).toBeGreaterThan(10);
+    expect((await s.source.attempts(consumer, POISON)).map((a) => a.attempt)).toEqual([1]);
+    expect(await s.source.stats(consumer)).toMatchObject({ inFlight: 1, quarantined: 0 });
+    // Events come, one a minute, of other keys, and one of the poison event's own key, which waits behind it.
+    const BEHIND = newRequestId(s.time.now);
+    await s.add(BEHIND, "u0");
+    const good = [BEHIND];
+    for (let i = 1; i <= 50; i++) {
+      const id = newRequestId(s.time.now + i);
+      good.push(id);
+      await s.add(id, `u${i}`);
+      await s.scheduler.advance(60_000);
+    }
+    await s.scheduler.advance(10 * 60_000);
     await f.stop();
-    expect(await s.source.stats(consumer)).toMatchObject({ pending: 0, inFlight: 0, quarantined: 1 });
+    const poison = await s.source.attempts(consumer, POISON);
     expect((await s.source.listQuarantined(consumer, {})).items.map((item) => [item.event.id, item.reason])).toEqual([[POISON, "attempts_exhausted"]]);
-    expect((await s.edge.stats(parseConsumerId("billing"))).pending).toBe(5);
+    expect(await s.source.stats(consumer)).toMatchObject({ pending: 0, inFlight: 0, quarantined: 1 });
+    // Each charge came from a split send where other keys' events were accepted: the poison event's lone call
+    // next to an accepted call of the same split, at least once per attempt.
+    expect(poison.map((a) => a.outcome?.kind)).toEqual(Array.from({ length: BILLING_GRADE.maxDeliveryAttempts }, () => "nacked"));
+    const aloneThenTaken = sends.filter((send, index) => send.ids.length === 1 && send.ids[0] === POISON && (sends[index - 1]?.ok === true || sends[index + 1]?.ok === true));
+    expect(aloneThenTaken.length).toBeGreaterThanOrEqual(BILLING_GRADE.maxDeliveryAttempts);
+    // Every good event reached the edge, each with one attempt; the one of the poison event's key only after it was quarantined.
+    expect((await s.edge.stats(parseConsumerId("billing"))).pending).toBe(good.length);
+    for (const id of good) expect((await s.source.attempts(consumer, id)).map((a) => [a.attempt, a.outcome?.kind])).toEqual([[1, "acked"]]);
+    const firstBehind = sends.findIndex((send) => send.ids.includes(BEHIND));
+    expect(sends.slice(firstBehind).some((send) => send.ids.includes(POISON))).toBe(false);
   });
+
+  it("a sink that answers a call of no events but fails every call with events (a broken deploy) charges nothing", async () => {
+    const internal = () => new Response(JSON.stringify({ error: { code: "internal", message: "Cannot read properties of undefined (reading 'put')" } }), { status: 500, headers: { "content-type": "application/json" } });
+    let broken = true;
+    let calls = 0;
+    const s = setup((body) => {
+      if (body.includes('"events":[]')) return undefined;
+      calls += 1;
+      return broken ? internal() : undefined;
+    });
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      ids.push(newRequestId(s.time.now + i));
+      await s.add(ids[i]!, `u${i}`);
+    }
+    const f = createForwarder({ source: s.source, consumer, sink: await s.sink(), scheduler: s.scheduler, clock: s.time.clock });
+    f.start();
+    await s.scheduler.advance(2 * 60 * 60 * 1000);
+    expect(calls).toBeGreaterThan(100); // split again and again, each event alone too
+    expect(await s.source.stats(consumer)).toMatchObject({ inFlight: 6, quarantined: 0 });
+    broken = false;
+    await s.scheduler.advance(2 * 60_000);
+    await f.stop();
+    for (const id of ids) expect((await s.source.attempts(consumer, id)).map((a) => [a.attempt, a.outcome?.kind])).toEqual([[1, "acked"]]);
+  });
+
+  it("a held batch is topped up with other keys' events, whose leases the heartbeat keeps through the outage", async () => {
+    // The edge goes down after the first claim: the first check answers, every later call fails (network).
+    let down = true;
+    let checks = 0;
+    const sizes: number[] = [];
+    const s = setup((body) => {
+      const n = (JSON.parse(body) as { events: unknown[] }).events.length;
+      if (n === 0 && ++checks === 1) return undefined;
+      if (n > 0) sizes.push(n);
+      return down ? "throw" : undefined;
+    });
+    const first = newRequestId(s.time.now);
+    await s.add(first, "u0");
+    const f = createForwarder({ source: s.source, consumer, sink: await s.sink(), scheduler: s.scheduler, clock: s.time.clock, batchSize: 3, leaseMs: 30_000 });
+    f.start();
+    await s.scheduler.advance(1_000);
+    const later = [1, 2, 3].map((i) => newRequestId(s.time.now + i));
+    for (const [i, id] of later.entries()) await s.add(id, `u${i + 1}`);
+    // Ten minutes down, twenty leases long: the held batch fills up to batchSize and keeps every lease.
+    await s.scheduler.advance(10 * 60_000);
+    expect(Math.max(...sizes)).toBe(3);
+    expect(await s.source.stats(consumer)).toMatchObject({ pending: 1, inFlight: 3, quarantined: 0 });
+    down = false;
+    await s.scheduler.advance(2 * 60_000);
+    await f.stop();
+    for (const id of [first, ...later]) expect((await s.source.attempts(consumer, id)).map((a) => [a.attempt, a.outcome?.kind])).toEqual([[1, "acked"]]);
+  });
+
+  it("a held event whose lease lapsed unseen (asleep) and is handed out again by a top-up is replaced, not sent twice", async () => {
+    let checks = 0;
+    let down = true;
+    const sends: string[][] = [];
+    const s = setup((body) => {
+      const ids = (JSON.parse(body) as { events: { record: { requestId: string } }[] }).events.map((event) => event.record.requestId);
+      if (ids.length === 0 && ++checks === 1) return undefined;
+      if (ids.length > 0) sends.push(ids);
+      return down ? "throw" : undefined;
+    });
+    const ids = [0, 1].map((i) => newRequestId(s.time.now + i));
+    for (const [i, id] of ids.entries()) await s.add(id, `u${i}`);
+    // A heartbeat slower than the backoff: after a sleep, the resend's wait ends before the heartbeat finds the lapse.
+    const f = createForwarder({ source: s.source, consumer, sink: await s.sink(), scheduler: s.scheduler, clock: s.time.clock, leaseMs: 60_000, heartbeatMs: 50_000, backoff: { initialMs: 1_000, maxMs: 1_000, jitter: 0 } });
+    f.start();
+    await s.scheduler.advance(3_000);
+    s.time.advance(120_000); // asleep: timers do not run, the leases lapse
+    await s.scheduler.advance(1);
+    await s.scheduler.advance(3_000);
+    down = false;
+    await s.scheduler.advance(2 * 60_000);
+    await f.stop();
+    expect(sends.length).toBeGreaterThan(2);
+    for (const send of sends) expect(new Set(send).size).toBe(send.length);
+    expect(await s.source.stats(consumer)).toMatchObject({ pending: 0, inFlight: 0, quarantined: 0 });
+    for (const id of ids) expect((await s.source.attempts(consumer, id)).map((a) => a.outcome?.kind).at(-1)).toBe("acked");
+  });
+
+  it("a topped-up event is not taken for a resend of the held ones (possible_duplicate)", async () => {
+    let down = true;
+    let checks = 0;
+    const s = setup((body) => {
+      if (body.includes('"events":[]') && ++checks === 1) return undefined;
+      return down ? "throw" : undefined; // a network failure: the outcome of the held batch's sends is unknown
+    });
+    const DAY = 24 * 60 * 60 * 1000;
+    const old = (id: string, subject: string) => s.source.append(createUsageEvent({ record: { requestId: id, namespace: "acme", subject, data: {} }, observedAt: s.time.now - 2 * DAY }));
+    const HELD = newRequestId(s.time.now);
+    const TOPPED = newRequestId(s.time.now + 1);
+    await old(HELD, "u0");
+    const sink = await s.sink();
+    expect(sink.capacity?.retainAcknowledgedMs).toBeLessThan(2 * DAY);
+    const f = createForwarder({ source: s.source, consumer, sink, scheduler: s.scheduler, clock: s.time.clock });
+    const duplicates: string[] = [];
+    f.addEventListener("error", (event) => {
+      if (event.detail.code === "possible_duplicate") duplicates.push(...event.detail.requestIds);
+    });
+    f.start();
+    await s.scheduler.advance(30_000);
+    expect(await s.source.stats(consumer)).toMatchObject({ inFlight: 1 });
+    // A new event comes as the edge comes back: the next resend of the held batch takes it along, its first send.
+    await old(TOPPED, "u1");
+    down = false;
+    await s.scheduler.advance(2 * 60_000);
+    await f.stop();
+    expect(await s.source.stats(consumer)).toMatchObject({ pending: 0, inFlight: 0 });
+    expect(f.progress.batches).toBe(1);
+    // The held event was sent before with its outcome unknown (a resend may be stored twice); the topped-up one was not.
+    expect(duplicates).toEqual([HELD]);
+  });
+
+  it("a custom sink that refuses a call of no events with a plain Error is taken as answering: the loop claims and forwards", async () => {
+    const s = setup(() => undefined);
+    const delivered: string[] = [];
+    let checks = 0;
+    // A webhook wrapper refusing an empty batch its own way (the ForwarderSink contract says it must resolve []).
+    const sink: ForwarderSink = {
+      appendBatch: async (events) => {
+        if (events.length === 0) {
+          checks += 1;
+          throw new Error("400: batch must contain at least one event");
+        }
+        delivered.push(...events.map((event) => event.id));
+        return events.map((_, position) => ({ status: "accepted" as const, position }));
+      },
+    };
+    const ids = [0, 1, 2].map((i) => newRequestId(s.time.now + i));
+    for (const [i, id] of ids.entries()) await s.add(id, `u${i}`);
+    const f = createForwarder({ source: s.source, consumer, sink, scheduler: s.scheduler, clock: s.time.clock });
+    f.start();
+    await s.scheduler.advance(60_000);
+    await f.stop();
+    expect(checks).toBeGreaterThan(0);
+    expect(delivered.sort()).toEqual([...ids].sort());
+    expect(f.progress).toMatchObject({ forwarded: 3, lastError: null });
+  });
+
+  for (const [what, error] of [
+    ["a network failure (TypeError)", () => new TypeError("Failed to fetch")],
+    ["an error with an HTTP status", () => Object.assign(new Error("Service Unavailable"), { status: 503 })],
+    ["a retryable error", () => Object.assign(new Error("try later"), { retryable: true })],
+    ["a plain Error caused by a network failure", () => new Error("the webhook failed", { cause: new TypeError("fetch failed") })],
+  ] as const) {
+    it(`a custom sink whose call of no events fails with ${what} is down: nothing is claimed`, async () => {
+      const s = setup(() => undefined);
+      let sends = 0;
+      const sink: ForwarderSink = {
+        appendBatch: async (events) => {
+          if (events.length > 0) sends += 1;
+          throw error();
+        },
+      };
+      const id = newRequestId(s.time.now);
+      await s.add(id, "u0");
+      const f = createForwarder({ source: s.source, consumer, sink, scheduler: s.scheduler, clock: s.time.clock });
+      f.start();
+      await s.scheduler.advance(10 * 60_000);
+      await f.stop();
+      expect(sends).toBe(0);
+      expect(await s.source.attempts(consumer, id)).toEqual([]);
+      expect(f.progress.lastError).toMatchObject({ phase: "append", requestIds: [] });
+    });
+  }
 
   it("restarts through an outage claim nothing, so they spend no delivery attempt", async () => {
     let down = false;
