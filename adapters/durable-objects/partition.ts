@@ -25,6 +25,10 @@
  *   largest events fit (both from `./partitioned-journal.ts`); the caller
  *   asks again for more. A claim's leases are taken before its reply is
  *   serialized, so an oversized reply would lease events nobody receives.
+ *   A claim's `maxBytes` is kept as given. A claim's later RPCs say so
+ *   (`continued`): their first delivery must fit `maxBytes` too, or they
+ *   lease nothing, so that the RPCs of one claim together stop where one
+ *   claim of the core would (see `claim`).
  *
  * Four calls go beside the journal's public surface, through the core's
  * `Work` / `Layout` (the journal's internal layer; this file is the one place
@@ -62,9 +66,9 @@
  */
 /// <reference types="@cloudflare/workers-types" />
 import { DurableObject } from "cloudflare:workers";
-import { checkNow, MAX_CLAIM_EVENTS } from "../../src/journal/arguments.js";
+import { checkNow, deliveryBytes, MAX_CLAIM_EVENTS } from "../../src/journal/arguments.js";
 import { createJournal } from "../../src/journal/journal.js";
-import { InvalidArgumentError } from "../../src/journal/errors.js";
+import { BackendError, InvalidArgumentError } from "../../src/journal/errors.js";
 import { checkCapacity, checkInteger, parseConsumerId } from "../../src/journal/event.js";
 import { Layout } from "../../src/journal/layout.js";
 import { Work } from "../../src/journal/work.js";
@@ -289,10 +293,42 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
   private capacity: Capacity | null = null;
   /** The `now` of the call being started (read by the journal's clock). */
   private callNow: number | undefined;
+  /** Whether the transaction of the call being started may commit, given its result (read by the journal's engine); absent: it may. */
+  private callCommits: ((result: unknown) => boolean) | undefined;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.engine = durableObjectEngine(ctx.storage);
+  }
+
+  /**
+   * The engine the hosted journal runs on: this object's, except that the
+   * transaction of a call started with a `commits` check (see `serve`) is
+   * rolled back, by throwing {@link DECLINED} inside it, when its result
+   * fails the check. The check is taken when the transaction is asked for,
+   * which the core does synchronously when a call starts (as it reads its
+   * clock), so it binds to that call's transaction alone.
+   */
+  private hostedEngine(): Engine {
+    const engine = this.engine;
+    return {
+      durable: engine.durable,
+      localReads: engine.localReads === true,
+      close: () => engine.close(),
+      transact: (mode, fn, options) => {
+        const commits = this.callCommits;
+        if (commits === undefined) return engine.transact(mode, fn, options);
+        return engine.transact(
+          mode,
+          async (tx) => {
+            const result = await fn(tx);
+            if (!commits(result)) throw DECLINED;
+            return result;
+          },
+          options,
+        );
+      },
+    };
   }
 
   /** The hosted journal, after checking (and on first use storing) the configuration. */
@@ -317,24 +353,31 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
     }
     if (this.journal === null || !sameCapacity(this.capacity, config.capacity)) {
       this.capacity = checkCapacity(config.capacity);
-      this.journal = createJournal(this.engine, { name: config.journal, capacity: this.capacity, clock: () => this.callNow ?? Date.now() });
+      this.journal = createJournal(this.hostedEngine(), { name: config.journal, capacity: this.capacity, clock: () => this.callNow ?? Date.now() });
     }
     return this.journal;
   }
 
-  /** Serve one journal call with the caller's clock reading. */
-  private serve<T>(config: PartitionConfig, now: number, call: (journal: UsageJournal) => Promise<T>): Promise<WireOutcome<T>> {
+  /**
+   * Serve one journal call with the caller's clock reading; with `commits`,
+   * the call's transaction commits only when its result passes that check
+   * (else it is rolled back and the call rejects with a `BackendError`
+   * caused by {@link DECLINED}).
+   */
+  private serve<T>(config: PartitionConfig, now: number, call: (journal: UsageJournal) => Promise<T>, commits?: (result: unknown) => boolean): Promise<WireOutcome<T>> {
     return toWire(async () => {
       // The caller's clock reading is the journal's clock for this call: checked like any `now`
       // (a bad one, NaN or 1e300, would prune acknowledged events still inside their window).
       const at = checkNow("now", now);
       const journal = await this.open(config);
       this.callNow = at;
+      this.callCommits = commits;
       let pending: Promise<T>;
       try {
         pending = call(journal);
       } finally {
         this.callNow = undefined;
+        this.callCommits = undefined;
       }
       return pending;
     });
@@ -352,10 +395,36 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
    * A claim of the hosted journal, of at most {@link CLAIM_RPC_EVENTS}
    * events whatever `maxEvents` asks (a valid larger one is lowered): the
    * leases are taken before the reply is serialized, so a reply over the RPC
-   * limit would lease events nobody receives.
+   * limit would lease events nobody receives. `maxBytes` is kept as given.
+   *
+   * `continued` says that this RPC continues a claim whose earlier RPCs
+   * handed out deliveries, and that `maxBytes` is what is left of its bound:
+   * then the first delivery must fit it too. A claim of the core always
+   * hands out its first delivery, but the first of a later RPC is not the
+   * claim's first, and one claim of the core would stop before it. So when
+   * it does not fit, the claim's transaction is rolled back and the answer
+   * is `[]`: nothing is leased, and the quarantines of events out of
+   * attempts it met on the way wait for the next claim.
    */
-  async claim(config: PartitionConfig, now: number, consumer: ConsumerId, options: ClaimOptions): Promise<WireOutcome<Delivery[]>> {
-    return this.serve(config, now, (journal) => journal.claim(consumer, lowered(options, "maxEvents", CLAIM_RPC_EVENTS, MAX_CLAIM_EVENTS)));
+  async claim(config: PartitionConfig, now: number, consumer: ConsumerId, options: ClaimOptions, continued = false): Promise<WireOutcome<Delivery[]>> {
+    const within = lowered(options, "maxEvents", CLAIM_RPC_EVENTS, MAX_CLAIM_EVENTS);
+    const maxBytes = options?.maxBytes;
+    if (continued !== true || maxBytes === undefined) return this.serve(config, now, (journal) => journal.claim(consumer, within));
+    // The journal checks maxBytes before its transaction starts: a number by the time the check runs.
+    const fits = (result: unknown) => {
+      const first = (result as readonly Delivery[])[0];
+      return first === undefined || deliveryBytes(first) <= maxBytes;
+    };
+    return this.serve(
+      config,
+      now,
+      (journal) =>
+        journal.claim(consumer, within).catch((error: unknown) => {
+          if (error instanceof BackendError && error.cause === DECLINED) return [];
+          throw error;
+        }),
+      fits,
+    );
   }
 
   async ack(config: PartitionConfig, now: number, delivery: DeliveryId): Promise<WireOutcome<void>> {
@@ -524,6 +593,9 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
     });
   }
 }
+
+/** Thrown inside a hosted journal's transaction whose call's result failed its `commits` check: rolls it back (see `serve`). */
+const DECLINED = new Error("the call's result failed its commit check");
 
 /**
  * `options` with its count `field` (`fallback` when absent) lowered to

@@ -49,14 +49,30 @@
  *   exceeds that bound. So a claim of 1 over P idle partitions is one round
  *   of P reads, not P rounds of claims; an event that becomes ready in a
  *   partition after its answer waits for the next claim. At most `maxEvents`
- *   events in all; each round fills the claim or drops a partition. A share
- *   is claimed in RPCs of at most `CLAIM_RPC_EVENTS` (125) deliveries, one
- *   after the other, until the share is leased or an RPC hands out less than
- *   it asked (a reply of 125 of the largest events fits the 32 MiB RPC
- *   limit; the leases are taken before a reply is serialized, so a reply
- *   over it would lease events nobody receives); each is a claim at the same
- *   `now`, so together they lease what one claim of the share would, in its
- *   order. With P = 1, `claim` is exactly that: one share of `maxEvents`.
+ *   events in all; each round fills the claim or drops a partition. A
+ *   `maxBytes` is split the same way: in each round, a partition's share of
+ *   the bytes left is `max(1, floor(bytesLeft x share / eventsLeft))` (so the
+ *   shares add up to at most the bytes left, but for that 1-byte floor);
+ *   the bytes left go down by the size (`deliveryBytes`) of what came back,
+ *   and no round starts once they are 0 or less. A partition that hands out
+ *   less than its share of events (stopped by its bytes, or out of events)
+ *   leaves the rounds, as above. A call goes over its share of the bytes
+ *   only with its first delivery, alone (a claim always returns its first),
+ *   and the bytes left absorb it: every round but the last ends with bytes
+ *   left, and the last one's calls stay within them but for one such
+ *   delivery each. So a claim weighs at most `maxBytes` plus one delivery
+ *   per partition asked in its last round. Without `maxBytes` nothing of
+ *   this runs (no byte counted, the same RPCs and shares). A share is claimed in
+ *   RPCs of at most `CLAIM_RPC_EVENTS` (125) deliveries, one after the
+ *   other, until the share is leased, its bytes are spent or an RPC hands
+ *   out less than it asked (a reply of 125 of the largest events fits the
+ *   32 MiB RPC limit; the leases are taken before a reply is serialized, so
+ *   a reply over it would lease events nobody receives); each is a claim at
+ *   the same `now` with what is left of the share's bytes as its `maxBytes`,
+ *   and a later one leases nothing when its first delivery would go over
+ *   (it says it continues a claim, see `./partition.ts`), so together they
+ *   lease what one claim of the share would, in its order. With P = 1,
+ *   `claim` is exactly that: one share of `maxEvents` and `maxBytes`.
  *   One in flight per key holds because a key lives in one partition. When
  *   a partition fails during a claim that got deliveries elsewhere (or from
  *   its own earlier RPCs), those deliveries are returned and the failure
@@ -158,12 +174,23 @@
  * position first" across the journal: positions collide), the audit log
  * each partition's `seq` order interleaved by `at`; `oldestPendingAgeMs` is
  * the largest partition's (which is the journal's: each partition reports
- * its earliest observed pending event); a request id whose event is no longer stored stays reserved
- * for its record up to `ID_SETTLE_MS` (above). With P = 1 every call is
- * forwarded unchanged (no registry), so the journal behaves exactly like
- * `createJournal` (the full conformance suite checks this), except that a
- * claim or a quarantine page too large for one RPC is read in several (the
- * same deliveries and items, see above), and that an `appendBatch`, one
+ * its earliest observed pending event); a request id whose event is no
+ * longer stored stays reserved for its record up to `ID_SETTLE_MS` (above);
+ * a claim's `maxBytes` is split over the partitions with its events (see
+ * `claim` above), so a claim may return fewer deliveries than one journal
+ * would (a partition stops at its share of the bytes while another had room
+ * left), and may go over `maxBytes`, by at most one delivery per partition
+ * (a call goes over its share only with its first delivery, alone, and only
+ * those of the last round are not absorbed by the bytes left; see `claim`
+ * above): the answer weighs at most `maxBytes` plus its P largest
+ * deliveries. With P = 1 every call is forwarded unchanged (no registry), so
+ * the journal behaves exactly like `createJournal` (the full conformance
+ * suite checks this; a claim is within `maxBytes` unless it is a single
+ * delivery), except that a claim or a quarantine page too large for one RPC
+ * is read in several (the same deliveries and items, see above; a later
+ * RPC of a claim that leases nothing because its first delivery would pass
+ * `maxBytes` leaves the quarantining of events out of attempts it met to
+ * the next claim), and that an `appendBatch`, one
  * transaction and so one RPC, must serialize within 32 MiB (else it fails
  * with a `BackendError` and stores nothing): about 200 of the largest
  * events do.
@@ -224,6 +251,7 @@ import {
   checkListQuarantined,
   checkOperatorAction,
   checkPrune,
+  deliveryBytes,
   MAX_KEPT_ATTEMPTS,
 } from "../../src/journal/arguments.js";
 import { waitOutMarks } from "../../src/cause-chain.js";
@@ -363,7 +391,7 @@ export interface PartitionStub {
   hello(config: PartitionConfig): Promise<WireOutcome<void>>;
   append(config: PartitionConfig, now: number, event: UsageEvent): Promise<WireOutcome<AppendResult>>;
   appendBatch(config: PartitionConfig, now: number, events: readonly UsageEvent[]): Promise<WireOutcome<WireBatchResult[]>>;
-  claim(config: PartitionConfig, now: number, consumer: ConsumerId, options: ClaimOptions): Promise<WireOutcome<Delivery[]>>;
+  claim(config: PartitionConfig, now: number, consumer: ConsumerId, options: ClaimOptions, continued?: boolean): Promise<WireOutcome<Delivery[]>>;
   ack(config: PartitionConfig, now: number, delivery: DeliveryId): Promise<WireOutcome<void>>;
   ackBatch(config: PartitionConfig, now: number, deliveries: readonly DeliveryId[]): Promise<WireOutcome<WireAckResult[]>>;
   quarantine(config: PartitionConfig, now: number, delivery: DeliveryId, reason: PoisonReason): Promise<WireOutcome<void>>;
@@ -627,7 +655,10 @@ async function mergedPage<T>(
  * P > 1 the journal holds up to P x `maxEvents`, and an append meets the
  * capacity policy when its key's own partition is full. Quarantine listings
  * and the audit log are merged in `observedAt` / `at` order partition by
- * partition (see `listQuarantined`). A Worker makes one per request; give
+ * partition (see `listQuarantined`). A claim's `maxBytes` is split over the
+ * partitions like its `maxEvents`, so with P > 1 a claim may return fewer
+ * deliveries than one journal would and may pass `maxBytes` by at most one
+ * delivery per partition (see `claim`). A Worker makes one per request; give
  * them a shared {@link PartitionedJournalMemory}, or each starts over (checks
  * P, registers claiming consumers, starts its claims at partition 0).
  *
@@ -907,12 +938,26 @@ export class PartitionedJournal implements UsageJournal {
 
   // ------------------------------------------------------------- claim
 
+  /**
+   * With P = 1: one claim of the core, in RPCs small enough for the RPC
+   * limit (the same deliveries, so within `maxBytes` unless there is one).
+   * With P > 1: the fan-out of the module comment. `maxEvents` and
+   * `maxBytes` are split over the partitions in rounds, each partition's
+   * share of the bytes left in proportion to its share of the events left
+   * (at least 1 byte), and no round starts once they are spent. A
+   * partition's call always returns its first delivery, so the answer may
+   * pass `maxBytes`, by at most one delivery per partition asked in the last
+   * round (earlier rounds' excess is taken off the bytes left); and a
+   * partition that stops at its share may leave out deliveries one journal
+   * would have returned. What is not returned is not leased.
+   * Without `maxBytes`, nothing is counted and the fan-out is unchanged.
+   */
   async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
     const now = this.clock();
-    const { consumer: id, maxEvents, leaseMs, now: claimNow } = checkClaim(consumer, options);
+    const { consumer: id, maxEvents, leaseMs, now: claimNow, maxBytes } = checkClaim(consumer, options);
     if (this.partitions === 1) {
       // In RPCs of at most CLAIM_RPC_EVENTS, one after the other: the same deliveries as one claim of the core.
-      const { deliveries, failure } = await this.claimFrom(0, id, maxEvents, leaseMs, now, claimNow);
+      const { deliveries, failure } = await this.claimFrom(0, id, maxEvents, maxBytes, leaseMs, now, claimNow);
       if (failure !== null) {
         if (deliveries.length === 0) throw failure.error;
         this.onIgnoredError(failure.error);
@@ -934,13 +979,19 @@ export class PartitionedJournal implements UsageJournal {
     // read-only, how many they could hand out at most (`claimable`): those
     // with none leave, and no share exceeds what a partition said, so a small
     // claim over idle partitions costs two parallel rounds, not one per
-    // partition.
+    // partition. With maxBytes, the bytes left are split like the events
+    // left (a partition's share of them in proportion to its share of the
+    // events, at least 1 byte), and no round starts once they are spent: a
+    // round's calls stay within the bytes left but for one first delivery
+    // each, so a claim passes maxBytes by at most one delivery per partition
+    // (those of its last round). Without it, bytesLeft stays Infinity.
     let candidates = this.all();
     let left = maxEvents;
+    let bytesLeft = maxBytes;
     let caps: Map<number, number> | null = null;
     const failures: unknown[] = [];
     const drop = (out: ReadonlySet<number>) => (candidates = candidates.filter((p) => !out.has(p)));
-    for (let round = 0; left > 0 && candidates.length > 0; ) {
+    for (let round = 0; left > 0 && bytesLeft > 0 && candidates.length > 0; ) {
       const out = new Set<number>();
       if (caps === null && left < candidates.length) {
         const probed = new Map<number, number>();
@@ -960,13 +1011,17 @@ export class PartitionedJournal implements UsageJournal {
         continue;
       }
       const shares = this.split(left, candidates, caps, (start + round) % this.partitions);
+      const [eventsThisRound, bytesThisRound] = [left, bytesLeft];
       await Promise.all(
         candidates.map(async (p, i) => {
           const share = shares[i]!;
           if (share === 0) return;
-          const { deliveries, failure } = await this.claimFrom(p, id, share, leaseMs, now, claimNow);
+          // Infinity without maxBytes; the shares of a round add up to at most its bytes left, but for the 1-byte floor.
+          const budget = Math.max(1, Math.floor((bytesThisRound * share) / eventsThisRound));
+          const { deliveries, bytes, failure } = await this.claimFrom(p, id, share, budget, leaseMs, now, claimNow);
           got[p]!.push(...deliveries);
           left -= deliveries.length;
+          bytesLeft -= bytes;
           const cap = caps?.get(p);
           if (cap !== undefined) caps!.set(p, cap - deliveries.length);
           if (failure !== null) failures.push(failure.error);
@@ -991,41 +1046,54 @@ export class PartitionedJournal implements UsageJournal {
   }
 
   /**
-   * Claim up to `count` events of partition `p`, in RPCs of at most
+   * Claim up to `count` events of partition `p` within `budget` bytes (a
+   * claim's `maxBytes`, `Infinity` for none), in RPCs of at most
    * {@link CLAIM_RPC_EVENTS} deliveries one after the other (a reply of the
    * largest events must fit the RPC limit: the leases are taken before the
-   * reply is serialized), until `count` are leased or an RPC hands out fewer
-   * than it asked for. Each RPC is a claim of the partition's journal at the
-   * same `now`, so together they lease what one claim of `count` would: the
-   * first ready events in position order, one per key (a later RPC finds the
-   * keys of the earlier ones in flight), in that order. When an RPC fails,
-   * what the earlier ones leased is kept and the failure is returned beside
-   * it. Hints are filled.
+   * reply is serialized), until `count` are leased, the budget is spent or
+   * an RPC hands out fewer than it asked for. Each RPC is a claim of the
+   * partition's journal at the same `now`, with what is left of the budget
+   * as its `maxBytes`, so together they lease what one claim of `count`
+   * within `budget` would: the first ready events in position order, one per
+   * key (a later RPC finds the keys of the earlier ones in flight), in that
+   * order, stopping before the first delivery that would go over the budget
+   * unless it is the very first. A later RPC says it is one (`continued`),
+   * so the partition leases nothing when its first delivery would go over.
+   * So `bytes` (the deliveries' {@link deliveryBytes}; 0 without a budget,
+   * which counts nothing) is at most `budget`, or is the size of the one
+   * delivery returned. When an RPC fails, what the earlier ones leased is
+   * kept and the failure is returned beside it. Hints are filled.
    */
   private async claimFrom(
     p: number,
     consumer: ConsumerId,
     count: number,
+    budget: number,
     leaseMs: number,
     now: number,
     claimNow: number,
-  ): Promise<{ deliveries: Delivery[]; failure: { error: unknown } | null }> {
+  ): Promise<{ deliveries: Delivery[]; bytes: number; failure: { error: unknown } | null }> {
     const deliveries: Delivery[] = [];
-    while (deliveries.length < count) {
+    const bounded = budget !== Infinity;
+    let bytes = 0;
+    while (deliveries.length < count && bytes < budget) {
       const ask = Math.min(count - deliveries.length, CLAIM_RPC_EVENTS);
+      const options: ClaimOptions = bounded ? { maxEvents: ask, leaseMs, now: claimNow, maxBytes: budget - bytes } : { maxEvents: ask, leaseMs, now: claimNow };
+      const continued = bounded && deliveries.length > 0;
       let got: Delivery[];
       try {
-        got = await this.call(p, "claim", (stub, config) => stub.claim(config, now, consumer, { maxEvents: ask, leaseMs, now: claimNow }));
+        got = await this.call(p, "claim", (stub, config) => (continued ? stub.claim(config, now, consumer, options, true) : stub.claim(config, now, consumer, options)));
       } catch (error) {
-        return { deliveries, failure: { error } };
+        return { deliveries, bytes, failure: { error } };
       }
       for (const delivery of got) {
         deliveries.push(delivery);
+        if (bounded) bytes += deliveryBytes(delivery);
         this.hint(delivery.id.event, p);
       }
       if (got.length < ask) break;
     }
-    return { deliveries, failure: null };
+    return { deliveries, bytes, failure: null };
   }
 
   /**

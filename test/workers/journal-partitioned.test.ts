@@ -62,6 +62,8 @@ const PER_PARTITION_BY_DESIGN: Record<string, string> = {
   "the oldest pending age is that of the event observed earliest: a late replay counts from when it happened": "claim order across partitions is by observedAt",
   "appendBatch is per-event: a bad event is rejected, the rest accepted": "capacity and positions are per partition",
   "a new journal over the same storage continues where the old one stopped": "positions are per partition",
+  "maxBytes: a claim stops before the delivery that would take it over the bound, and always returns the first":
+    "maxBytes is split over the partitions like maxEvents, and each partition's call returns its first delivery: the example's four events are in four partitions, so its first claim returns all four (over maxBytes by at most one delivery per partition, by design; partitioned.test.ts checks the split)",
   "after its window an event's key is forgotten, however far pruning came: another record under its id is not a conflict":
     "the journal-wide id registry keeps an id for ID_SETTLE_MS after its event leaves a partition (docs/journal-semantics.md)",
 };

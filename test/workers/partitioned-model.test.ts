@@ -10,8 +10,10 @@
  *   `ID_SETTLE_MS`, so no reservation is forgotten during a sequence; that
  *   forgetting is covered by examples in `partitioned.test.ts`);
  * - the claim fan-out, replayed call for call (the share of each partition per
- *   round, from a start that rotates with every claim of a consumer), and the
- *   merge by `observedAt`, then request id;
+ *   round, from a start that rotates with every claim of a consumer, and of
+ *   a claim's `maxBytes` the share of the bytes left in proportion to it, at
+ *   least 1; no round starts once the bytes are spent), and the merge by
+ *   `observedAt`, then request id;
  * - routing by request id: a delivery or operator action goes to the partition
  *   that stores its event, and is `not_outstanding` / `not_quarantined` / `[]`
  *   when none does;
@@ -26,13 +28,19 @@
  * So append outcomes (status and position within the partition), claim
  * results, ack / nack / extend / quarantine outcomes and error codes, summed
  * stats, quarantine listings and the audit log (in their merged order),
- * release / discard and prune are all compared exactly; one in flight per key is checked on every claim too. The clock is
+ * release / discard and prune are all compared exactly; one in flight per key is checked on every claim too,
+ * and that a claim with `maxBytes` weighs at most that plus one delivery per partition. The clock is
  * virtual and shared by both sides. "reopen" is a new PartitionedJournal over
  * the same objects, sharing no memory (its claim rotations start over; the
  * model's too).
  *
+ * Claims in those sequences rarely find more than a few ready events, so a
+ * second property appends up to 30 events over twelve keys (about three per
+ * partition, data of several sizes) and claims them with and without
+ * `maxBytes`, each claim checked against the model and the byte bound.
+ *
  * Quarantines are rare in those sequences (a delivery is often acked or its
- * lease gone by the time a quarantine picks it), so a second property
+ * lease gone by the time a quarantine picks it), so a third property
  * quarantines many events spread over the partitions, late replays
  * included, in an order of their own, releases some, and reads the listings
  * and the audit log in pages of every size.
@@ -48,6 +56,7 @@ import { ID_SETTLE_MS } from "../../adapters/durable-objects/partition.js";
 import {
   canonicalJson,
   createUsageEvent,
+  deliveryBytes,
   EventConflictError,
   NotOutstandingError,
   NotQuarantinedError,
@@ -81,6 +90,13 @@ if ((MAX_COMMANDS + 2) * MAX_ADVANCE_MS >= ID_SETTLE_MS) throw new Error("partit
 
 const CONSUMERS: readonly ConsumerId[] = [parseConsumerId("billing"), parseConsumerId("warehouse")];
 const REQUEST_IDS = Array.from({ length: 8 }, (_, n) => `0190d000-0000-7000-8000-${(n + 1).toString(16).padStart(12, "0")}`);
+/**
+ * Characters of padding in the data of each request id's events, so that
+ * deliveries weigh from some 370 to some 1,270 bytes and a claim's
+ * `maxBytes` falls between them in many ways. A function of the id: the
+ * padding never turns the same record into a conflicting one.
+ */
+const PADDING = [0, 900, 0, 300, 0, 600, 100, 0];
 const REASONS: readonly PoisonReason[] = ["malformed", "rejected", "attempts_exhausted"];
 
 /** Six subjects that cover all four partitions (two partitions get two). */
@@ -188,8 +204,9 @@ class PartitionedModel {
     const got: Delivery[][] = this.oracles.map(() => []);
     let candidates = this.oracles.map((_, p) => p);
     let left = options.maxEvents;
+    let bytesLeft = options.maxBytes ?? Infinity;
     let caps: Map<number, number> | null = null;
-    for (let round = 0; left > 0 && candidates.length > 0; ) {
+    for (let round = 0; left > 0 && bytesLeft > 0 && candidates.length > 0; ) {
       if (caps === null && left < candidates.length) {
         // Fewer left than partitions: each is asked, read-only, how many it could hand out at most.
         const probed = new Map(candidates.map((p) => [p, this.oracles[p]!.claimableAtMost(consumer, options.now, left)] as const));
@@ -198,13 +215,19 @@ class PartitionedModel {
         continue;
       }
       const shares = split(left, candidates, caps, (start + round) % P);
+      const [eventsThisRound, bytesThisRound] = [left, bytesLeft];
       const out = new Set<number>();
       for (const [i, p] of candidates.entries()) {
         const share = shares[i]!;
         if (share === 0) continue;
-        const deliveries = await this.oracles[p]!.claim(consumer, { ...options, maxEvents: share });
+        // This partition's share of the bytes left, in proportion to its share of the events (Infinity without maxBytes).
+        const budget = Math.max(1, Math.floor((bytesThisRound * share) / eventsThisRound));
+        const bounded = budget !== Infinity;
+        const deliveries = await this.oracles[p]!.claim(consumer, { maxEvents: share, leaseMs: options.leaseMs, now: options.now, ...(bounded ? { maxBytes: budget } : {}) });
+        const bytes = bounded ? weight(deliveries) : 0;
         got[p]!.push(...deliveries);
         left -= deliveries.length;
+        bytesLeft -= bytes;
         const cap = caps?.get(p);
         if (cap !== undefined) caps!.set(p, cap - deliveries.length);
         if (deliveries.length < share || cap === deliveries.length) out.add(p);
@@ -307,6 +330,22 @@ class PartitionedModel {
   }
 }
 
+/** The total `deliveryBytes` of `deliveries` (what a claim's `maxBytes` bounds). */
+function weight(deliveries: readonly Delivery[]): number {
+  return deliveries.reduce((sum, delivery) => sum + deliveryBytes(delivery), 0);
+}
+
+/** Fail unless `claimed` weighs at most `maxBytes` plus one delivery per partition (the largest of each will do). */
+function expectWithinButOnePerPartition(claimed: readonly Delivery[], maxBytes: number): void {
+  const largest = new Map<number, number>();
+  for (const delivery of claimed) {
+    const p = partitionOf(delivery.event.orderingKey.namespace, delivery.event.orderingKey.subject, P);
+    largest.set(p, Math.max(largest.get(p) ?? 0, deliveryBytes(delivery)));
+  }
+  const slack = [...largest.values()].reduce((sum, size) => sum + size, 0);
+  expect(weight(claimed), "within maxBytes but for one delivery per partition").toBeLessThanOrEqual(maxBytes + slack);
+}
+
 /** Whether event `a` was observed before `b`, or at the same time with the smaller request id. */
 function observedBefore(a: UsageEvent, b: UsageEvent): boolean {
   return a.observedAt < b.observedAt || (a.observedAt === b.observedAt && a.id < b.id);
@@ -353,7 +392,7 @@ interface EventSpec {
 type Command =
   | { readonly kind: "append"; readonly event: EventSpec }
   | { readonly kind: "batch"; readonly events: readonly EventSpec[] }
-  | { readonly kind: "claim"; readonly consumer: number; readonly maxEvents: number; readonly leaseMs: number }
+  | { readonly kind: "claim"; readonly consumer: number; readonly maxEvents: number; readonly leaseMs: number; readonly maxBytes: number | undefined }
   | { readonly kind: "ack" | "quarantine" | "extend" | "nack"; readonly pick: number; readonly skew: number; readonly reason: PoisonReason; readonly ms: number }
   | { readonly kind: "release" | "discard"; readonly consumer: number; readonly id: number; readonly actor: string | undefined }
   | { readonly kind: "attempts"; readonly consumer: number; readonly id: number }
@@ -370,6 +409,13 @@ const eventArb: fc.Arbitrary<EventSpec> = fc.record({
   offset: fc.integer({ min: -3000, max: 0 }),
 });
 const consumerArb = fc.constantFrom(0, 0, 1);
+/**
+ * A claim's `maxBytes`: mostly absent; else up to a few deliveries of these
+ * events (370 to 1,270 bytes of JSON each, see {@link PADDING}), so that a
+ * bound falls before, on and after a delivery, and a partition's share of
+ * it is often less than one.
+ */
+const maxBytesArb = fc.oneof({ weight: 3, arbitrary: fc.constant(undefined) }, { weight: 2, arbitrary: fc.integer({ min: 1, max: 3000 }) });
 const deliveryCommand = (kind: "ack" | "quarantine" | "extend" | "nack") =>
   fc
     .record({ pick: fc.nat({ max: 20 }), skew: fc.constantFrom(0, 0, 0, 0, 1, -1), reason: fc.constantFrom(...REASONS), ms: fc.integer({ min: 0, max: 3000 }) })
@@ -378,7 +424,12 @@ const deliveryCommand = (kind: "ack" | "quarantine" | "extend" | "nack") =>
 const commandArb: fc.Arbitrary<Command> = fc.oneof(
   { weight: 4, arbitrary: eventArb.map((event): Command => ({ kind: "append", event })) },
   { weight: 2, arbitrary: fc.array(eventArb, { minLength: 1, maxLength: 6 }).map((events): Command => ({ kind: "batch", events })) },
-  { weight: 4, arbitrary: fc.record({ consumer: consumerArb, maxEvents: fc.integer({ min: 1, max: 6 }), leaseMs: fc.integer({ min: 1, max: 3000 }) }).map((c): Command => ({ kind: "claim", ...c })) },
+  {
+    weight: 4,
+    arbitrary: fc
+      .record({ consumer: consumerArb, maxEvents: fc.integer({ min: 1, max: 6 }), leaseMs: fc.integer({ min: 1, max: 3000 }), maxBytes: maxBytesArb })
+      .map((c): Command => ({ kind: "claim", ...c })),
+  },
   { weight: 4, arbitrary: deliveryCommand("ack") },
   { weight: 1, arbitrary: deliveryCommand("quarantine") },
   { weight: 1, arbitrary: deliveryCommand("extend") },
@@ -408,7 +459,7 @@ let scopes = 0;
 
 function eventOf(spec: EventSpec, time: VirtualClock): UsageEvent {
   return createUsageEvent({
-    record: { requestId: REQUEST_IDS[spec.id]!, namespace: "acme", subject: SUBJECTS[spec.subject]!, data: { units: spec.data } },
+    record: { requestId: REQUEST_IDS[spec.id]!, namespace: "acme", subject: SUBJECTS[spec.subject]!, data: { units: spec.data, note: "x".repeat(PADDING[spec.id]!) } },
     observedAt: time.now + spec.offset,
   });
 }
@@ -453,12 +504,13 @@ async function runSequence(capacity: Capacity, commands: readonly Command[]): Pr
       }
       case "claim": {
         const consumer = CONSUMERS[command.consumer]!;
-        const options = { maxEvents: command.maxEvents, leaseMs: command.leaseMs, now: time.now };
+        const options = { maxEvents: command.maxEvents, leaseMs: command.leaseMs, now: time.now, ...(command.maxBytes === undefined ? {} : { maxBytes: command.maxBytes }) };
         const outcome = await agree(step(`claim ${consumer} ${render(options)}`), () => journal.claim(consumer, options), () => model.claim(consumer, options));
         if (outcome.ok) {
           const claimed = outcome.value as Delivery[];
           const keys = claimed.map((delivery) => delivery.event.orderingKey.subject);
           expect(new Set(keys).size, "one event per ordering key in a claim").toBe(keys.length);
+          if (command.maxBytes !== undefined) expectWithinButOnePerPartition(claimed, command.maxBytes);
           deliveries.unshift(...claimed.map((delivery) => delivery.id));
         }
         break;
@@ -560,6 +612,24 @@ const listingArb: fc.Arbitrary<ListingSpec> = fc.record({
 });
 
 /**
+ * A journal on fresh objects (scope `label`) and its model, the roomiest
+ * capacity, a virtual clock, the consumer the property claims as, and
+ * `step`, which logs a call and returns the log so far for a failure.
+ */
+function oneConsumer(label: string) {
+  const time = virtualClock(T0);
+  const capacity = CAPACITIES[0]!;
+  const journal = new PartitionedJournal(env.PARTITIONS, { name: "model", partitions: P, capacity, clock: time.clock, scope: `${label}-p${P}-${scopes++}/` });
+  const model = new PartitionedModel(capacity, time.clock);
+  const log: string[] = [];
+  const step = (what: string) => {
+    log.push(`${time.now - T0}ms ${what}`);
+    return `step ${log.length} of:\n    ${log.join("\n    ")}`;
+  };
+  return { time, journal, model, consumer: CONSUMERS[0]!, step };
+}
+
+/**
  * Quarantine `spec.events` on both sides (appended in one batch, observed at
  * random times so a partition's positions may disagree with `observedAt`;
  * claimed until none is left, each claim's deliveries quarantined in the
@@ -568,16 +638,7 @@ const listingArb: fc.Arbitrary<ListingSpec> = fc.record({
  * in pages: every page joined must equal the model's merged list.
  */
 async function runListing(spec: ListingSpec): Promise<void> {
-  const time = virtualClock(T0);
-  const capacity = CAPACITIES[0]!;
-  const journal = new PartitionedJournal(env.PARTITIONS, { name: "model", partitions: P, capacity, clock: time.clock, scope: `listing-p${P}-${scopes++}/` });
-  const model = new PartitionedModel(capacity, time.clock);
-  const consumer = CONSUMERS[0]!;
-  const log: string[] = [];
-  const step = (what: string) => {
-    log.push(`${time.now - T0}ms ${what}`);
-    return `step ${log.length} of:\n    ${log.join("\n    ")}`;
-  };
+  const { time, journal, model, consumer, step } = oneConsumer("listing");
   const events = spec.events.map((event, i) =>
     createUsageEvent({
       record: { requestId: `0190e000-0000-7000-8000-${(i + 1).toString(16).padStart(12, "0")}`, namespace: "acme", subject: SUBJECTS[event.subject]!, data: { units: i } },
@@ -612,6 +673,55 @@ async function runListing(spec: ListingSpec): Promise<void> {
   await agree(step(`listAudit, pages of ${spec.auditPageSize}`), () => allPages(spec.auditPageSize, (after) => journal.listAudit({ limit: spec.auditPageSize, after })), () => model.audit());
 }
 
+/** What `runClaims` does: events to append, then claims (some with `maxBytes`), each acknowledged or not. */
+interface ClaimsSpec {
+  readonly events: readonly { readonly subject: number; readonly padding: number; readonly offset: number }[];
+  readonly claims: readonly { readonly maxEvents: number; readonly maxBytes: number | undefined; readonly ack: boolean }[];
+}
+
+/** Twelve subjects: about three keys per partition, so that a partition's share of a claim is often more than one event. */
+const CLAIM_SUBJECTS = Array.from({ length: 12 }, (_, i) => `user-${i}`);
+
+const claimsArb: fc.Arbitrary<ClaimsSpec> = fc.record({
+  events: fc.array(
+    fc.record({ subject: fc.nat({ max: CLAIM_SUBJECTS.length - 1 }), padding: fc.constantFrom(0, 0, 100, 300, 600, 900), offset: fc.integer({ min: -3000, max: 0 }) }),
+    { minLength: 1, maxLength: 30 },
+  ),
+  claims: fc.array(fc.record({ maxEvents: fc.integer({ min: 1, max: 16 }), maxBytes: maxBytesArb, ack: fc.boolean() }), { minLength: 1, maxLength: 8 }),
+});
+
+/**
+ * Append `spec.events` in one batch (observed at random times, with data of
+ * several sizes) on both sides, then make `spec.claims` in turn (leases that
+ * outlast the run), acknowledging a claim's deliveries when it says so, so
+ * that the next events of those keys come up; every claim must agree with
+ * the model and weigh at most its `maxBytes` plus one delivery per
+ * partition. A last claim without `maxBytes` takes all that is left: what
+ * the earlier ones did not return was not leased (the model's answer holds
+ * it, first attempts).
+ */
+async function runClaims(spec: ClaimsSpec): Promise<void> {
+  const { time, journal, model, consumer, step } = oneConsumer("claims");
+  // Register the consumer in every partition on both sides (an empty claim reaches every partition).
+  await agree(step("claim (register)"), () => journal.claim(consumer, { maxEvents: 2 * P, leaseMs: 1, now: time.now }), () => model.claim(consumer, { maxEvents: 2 * P, leaseMs: 1, now: time.now }));
+  const events = spec.events.map((event, i) =>
+    createUsageEvent({
+      record: { requestId: `0190f000-0000-7000-8000-${(i + 1).toString(16).padStart(12, "0")}`, namespace: "acme", subject: CLAIM_SUBJECTS[event.subject]!, data: { units: i, note: "x".repeat(event.padding) } },
+      observedAt: time.now + event.offset,
+    }),
+  );
+  await agree(step(`appendBatch ${render(spec.events.map((event, i) => [events[i]!.record.subject, event.offset, event.padding]))}`), () => journal.appendBatch(events), () => model.appendBatch(events));
+  for (const { maxEvents, maxBytes, ack } of [...spec.claims, { maxEvents: 100, maxBytes: undefined, ack: false }]) {
+    time.advance(1);
+    const options = { maxEvents, leaseMs: 600_000, now: time.now, ...(maxBytes === undefined ? {} : { maxBytes }) };
+    const claimed = await agree(step(`claim ${render(options)}`), () => journal.claim(consumer, options), () => model.claim(consumer, options));
+    const delivered = claimed.ok ? (claimed.value as Delivery[]) : [];
+    if (maxBytes !== undefined) expectWithinButOnePerPartition(delivered, maxBytes);
+    if (!ack) continue;
+    for (const delivery of delivered) await agree(step(`ack ${delivery.id.event}`), () => journal.ack(delivery.id), () => model.ack(delivery.id));
+  }
+}
+
 describe("partitioned journal, P = 4, against a partition-aware model", () => {
   it(
     "random operation sequences agree with P reference models behind the same routing",
@@ -619,6 +729,17 @@ describe("partitioned journal, P = 4, against a partition-aware model", () => {
       await fc.assert(
         fc.asyncProperty(fc.constantFrom(...CAPACITIES), fc.array(commandArb, { minLength: 1, maxLength: MAX_COMMANDS }), (capacity, commands) => runSequence(capacity, commands)),
         { numRuns: RUNS },
+      );
+    },
+    SOAK ? 3_600_000 : 120_000,
+  );
+
+  it(
+    "claims with maxBytes over many ready keys split the bytes as the model does, within maxBytes but for one delivery per partition, leasing nothing they do not return",
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(claimsArb, (spec) => runClaims(spec)),
+        { numRuns: SOAK ? 200 : 50 },
       );
     },
     SOAK ? 3_600_000 : 120_000,

@@ -4,13 +4,17 @@
  * is made in several RPCs (every event delivered, no attempt spent on a
  * reply that failed), and an `appendBatch` whose share for one partition
  * would not fit one call is sent in slices; a quarantine page longer than
- * one RPC carries is read in several. Heavy: the size tests store some 300
+ * one RPC carries is read in several; a claim with `maxBytes` made in
+ * several RPCs stops where one claim of the core would, even between two
+ * RPCs. Heavy: the size tests store some 300
  * events of 60,000 "€" each (about 120 KB serialized, 36 MB together).
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PartitionedJournal } from "../../adapters/durable-objects/index.js";
-import { createUsageEvent, parseConsumerId, type Capacity, type Delivery, type UsageEvent } from "../../src/index.js";
+import { CLAIM_RPC_EVENTS } from "../../adapters/durable-objects/partitioned-journal.js";
+import { memoryEngine } from "../../adapters/memory/index.js";
+import { createJournal, createUsageEvent, deliveryBytes, parseConsumerId, type Capacity, type Delivery, type UsageEvent } from "../../src/index.js";
 
 const T0 = 1_700_000_000_000;
 const billing = parseConsumerId("billing");
@@ -106,6 +110,34 @@ describe("partitioned journal over the RPC size limit", () => {
     await appendAll(journal, events);
     // Shares of 310: partition 0's is all 300 big events.
     await claimAll(journal, events, 2 * (BIG + 10), ignored);
+  });
+
+  it("P=1: a claim with maxBytes made in several RPCs stops where one claim of the core stops, also right after an RPC: nothing past it is leased", async () => {
+    const leaseMs = 60_000;
+    const events = Array.from({ length: CLAIM_RPC_EVENTS + 5 }, (_, n) => usage(n + 1, `s${n}`, false));
+    // What each event's first delivery weighs, built as a claim at T0 builds it.
+    const sizes = events.map((event) => deliveryBytes({ id: { consumer: billing, event: event.id, attempt: 1 }, event, leaseExpiresAt: T0 + leaseMs }));
+    const upTo = (count: number) => sizes.slice(0, count).reduce((sum, size) => sum + size, 0);
+    // The first RPC hands out CLAIM_RPC_EVENTS, all within the bound; the next one's first delivery goes over it by one byte, or fits exactly.
+    for (const [maxBytes, expected] of [
+      [upTo(CLAIM_RPC_EVENTS + 1) - 1, CLAIM_RPC_EVENTS],
+      [upTo(CLAIM_RPC_EVENTS + 1), CLAIM_RPC_EVENTS + 1],
+      [upTo(CLAIM_RPC_EVENTS + 3) - 1, CLAIM_RPC_EVENTS + 2],
+    ] as const) {
+      const ignored: unknown[] = [];
+      const journal = open(1, ignored);
+      const core = createJournal(memoryEngine(), { name: "usage", capacity: CAPACITY, clock: () => T0 });
+      await appendAll(journal, events);
+      await core.appendBatch(events);
+      const options = { maxEvents: events.length, leaseMs, now: T0, maxBytes };
+      const got = await journal.claim(billing, options);
+      expect(got.map((delivery) => delivery.id)).toEqual((await core.claim(billing, options)).map((delivery) => delivery.id));
+      expect(got.map((delivery) => delivery.id.event)).toEqual(events.slice(0, expected).map((event) => event.id));
+      // Nothing past the answer was leased: the rest comes next, first attempts.
+      const rest = await journal.claim(billing, { maxEvents: events.length, leaseMs, now: T0 });
+      expect(rest.map((delivery) => delivery.id)).toEqual(events.slice(expected).map((event) => ({ consumer: billing, event: event.id, attempt: 1 })));
+      expect(ignored).toEqual([]);
+    }
   });
 
   it("P=2: appendBatch with one partition's share over 32 MiB stores every event, results in input order", { timeout: 120_000 }, async () => {

@@ -5,7 +5,9 @@
  * claimers across partitions, deliveries route without a hint, merged reads
  * page across partitions, capacity is per partition, a small claim still
  * reaches every partition (also from per-request instances), a merged
- * listing asks each partition for a share of its page, a claiming
+ * listing asks each partition for a share of its page, a claim's
+ * `maxBytes` is split over the partitions (within it but for one delivery
+ * per partition, nothing past the answer leased), a claiming
  * consumer is registered everywhere before anything is leased, and platform
  * failures are typed.
  */
@@ -13,7 +15,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { DurableObjectEngineError, PartitionedJournal, PartitionedJournalMemory, type PartitionedJournalOptions, type PartitionNamespace } from "../../adapters/durable-objects/index.js";
 import { ID_SETTLE_MS } from "../../adapters/durable-objects/partition.js";
-import { BackendError, createUsageEvent, parseConsumerId, type Capacity, type JsonValue, type UsageEvent } from "../../src/index.js";
+import { BackendError, createUsageEvent, deliveryBytes, parseConsumerId, type Capacity, type Delivery, type JsonValue, type UsageEvent } from "../../src/index.js";
 import { virtualClock } from "../../src/testing/index.js";
 import { waitOutMarks } from "../../src/cause-chain.js";
 
@@ -527,6 +529,92 @@ describe("partitioned journal", () => {
     expect(two.deliveries).toHaveLength(2);
     expect(two.claims).toHaveLength(2);
     expect(two.claims.every((call) => ["claim@0", "claim@3", "claim@7"].includes(call))).toBe(true);
+  });
+
+  it("splits a claim's maxBytes over the partitions with its events: within it but for one delivery per partition, nothing past the answer leased, no change without it", async () => {
+    const leaseMs = 600_000;
+    /** A fresh P = 4 journal with three events in each partition (some 375 bytes a delivery), its claim RPCs recorded as [partition, options, ...more]. */
+    const loaded = async () => {
+      const asked: unknown[][] = [];
+      const { journal, open } = fresh(4);
+      const counted = open(
+        4,
+        intercepted((method, object, args) => {
+          if (method === "claim") asked.push([Number(object.slice(object.lastIndexOf("#") + 1)), ...args.slice(3)]);
+        }),
+      );
+      const events = subjectsByPartition(journal, 3).flatMap((list, p) => list.map((subject, k) => usage(10 * p + k + 1, subject, T0 + k)));
+      await journal.appendBatch(events);
+      const claim = async (options: { maxEvents: number; maxBytes?: number }) => {
+        asked.length = 0;
+        const deliveries = await counted.claim(billing, { leaseMs, now: T0, ...options });
+        return { deliveries, asked: [...asked].sort((a, b) => (a[0] as number) - (b[0] as number)) };
+      };
+      /** Event `k` (0..2, in append order) of each partition in `ks`. */
+      const nth = (ks: readonly number[]) => events.filter((_, i) => ks.includes(i % 3));
+      return { journal: counted, events, claim, nth };
+    };
+    const ask = (p: number, maxEvents: number, maxBytes?: number) => [p, { maxEvents, leaseMs, now: T0, ...(maxBytes === undefined ? {} : { maxBytes }) }];
+    const ids = (deliveries: readonly Delivery[]) => deliveries.map((delivery) => delivery.id.event).sort();
+    const eventIds = (events: readonly UsageEvent[]) => events.map((event) => event.id).sort();
+    const byEvent = (a: { event: string }, b: { event: string }) => (a.event < b.event ? -1 : 1);
+    const firstAttempts = (events: readonly UsageEvent[]) => events.map((event) => ({ consumer: billing, event: event.id, attempt: 1 })).sort(byEvent);
+    /** The answer weighs at most maxBytes plus the largest delivery of each partition in it. */
+    const withinButOnePerPartition = (journal: PartitionedJournal, deliveries: readonly Delivery[], maxBytes: number) => {
+      const largest = new Map<number, number>();
+      for (const delivery of deliveries) {
+        const p = journal.partitionOf("acme", delivery.event.orderingKey.subject);
+        largest.set(p, Math.max(largest.get(p) ?? 0, deliveryBytes(delivery)));
+      }
+      const weight = deliveries.reduce((sum, delivery) => sum + deliveryBytes(delivery), 0);
+      expect(weight - [...largest.values()].reduce((sum, size) => sum + size, 0)).toBeLessThanOrEqual(maxBytes);
+      return weight;
+    };
+    /** Nothing past the answer was leased: a claim without maxBytes gets `rest`, first attempts. */
+    const restIs = async (claim: (options: { maxEvents: number }) => Promise<{ deliveries: Delivery[] }>, rest: readonly UsageEvent[]) => {
+      const { deliveries } = await claim({ maxEvents: 100 });
+      expect(deliveries.map((delivery) => delivery.id).sort(byEvent)).toEqual(firstAttempts(rest));
+    };
+
+    // 1000 bytes for 12 events: each partition's share is 3 events and 250 bytes, less than one delivery. Each call
+    // hands out its first delivery all the same, and leaves the rounds (short): over maxBytes by one delivery per partition.
+    {
+      const { journal, claim, nth } = await loaded();
+      const { deliveries, asked } = await claim({ maxEvents: 12, maxBytes: 1000 });
+      expect(asked).toEqual([0, 1, 2, 3].map((p) => ask(p, 3, 250)));
+      expect(ids(deliveries)).toEqual(eventIds(nth([0])));
+      expect(withinButOnePerPartition(journal, deliveries, 1000)).toBeGreaterThan(1000);
+      await restIs(claim, nth([1, 2]));
+    }
+
+    // 1000 bytes for 5 events: shares of 2, 1, 1, 1 events and 400, 200, 200, 200 bytes. Partitions 1 to 3 hand out
+    // their one event (over their bytes) and stay in the rounds, but the bytes are spent: no second round.
+    {
+      const { journal, claim, nth } = await loaded();
+      const { deliveries, asked } = await claim({ maxEvents: 5, maxBytes: 1000 });
+      expect(asked).toEqual([ask(0, 2, 400), ask(1, 1, 200), ask(2, 1, 200), ask(3, 1, 200)]);
+      expect(ids(deliveries)).toEqual(eventIds(nth([0])));
+      withinButOnePerPartition(journal, deliveries, 1000);
+      await restIs(claim, nth([1, 2]));
+    }
+
+    // 3200 bytes for 12 events: 800 a partition, two deliveries each (a third would pass its share); within maxBytes.
+    {
+      const { claim, nth } = await loaded();
+      const { deliveries, asked } = await claim({ maxEvents: 12, maxBytes: 3200 });
+      expect(asked).toEqual([0, 1, 2, 3].map((p) => ask(p, 3, 800)));
+      expect(ids(deliveries)).toEqual(eventIds(nth([0, 1])));
+      expect(deliveries.reduce((sum, delivery) => sum + deliveryBytes(delivery), 0)).toBeLessThanOrEqual(3200);
+      await restIs(claim, nth([2]));
+    }
+
+    // Without maxBytes: the same calls as ever (no maxBytes, no further argument), and every event.
+    {
+      const { events, claim } = await loaded();
+      const { deliveries, asked } = await claim({ maxEvents: 12 });
+      expect(asked).toEqual([0, 1, 2, 3].map((p) => ask(p, 3)));
+      expect(deliveries.map((delivery) => delivery.id).sort(byEvent)).toEqual(firstAttempts(events));
+    }
   });
 
   it("rotates each consumer's claim start across per-request instances sharing a memory: a busy partition 0 does not starve the others", async () => {
