@@ -341,6 +341,10 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
         hold.waiting(context.clock() + delay);
         await hold.wait(delay);
         await heartbeat.pause();
+        // Before a top-up claims more, the held leases are confirmed ours: one that lapsed unseen (the wait may end
+        // before the next beat finds it) would be handed out again by that claim, an attempt more while the sink
+        // may still be down. A lapse found here stops the top-ups, as one the heartbeat found does.
+        if (!lapsed && hold.active()) await heartbeat.confirm(again.map((delivery) => delivery.id));
       }
       // An event whose lease the source no longer recognises (an operator quarantined it, say) is not this batch's any more.
       const lost = heartbeat.lost();
@@ -679,6 +683,12 @@ interface Heartbeat {
   stop(): Promise<void>;
   /** Deliveries (`deliveryKey`) whose lease the source refused to extend for good (it no longer recognises the delivery). */
   lost(): ReadonlySet<string>;
+  /**
+   * Extend the leases of `ids` now, paused or not, so that {@link lost} says
+   * which lapsed unseen (a device asleep, timers throttled): what a held
+   * batch checks before it claims more.
+   */
+  confirm(ids: readonly DeliveryId[]): Promise<void>;
 }
 
 /**
@@ -728,7 +738,8 @@ function startHeartbeat(context: BatchContext, deliveries: readonly Delivery[]):
       });
       live = live.filter((id) => !lost.has(deliveryKey(id)));
       beating = null;
-      if (!stopped) arm();
+      // A beat asked for out of schedule (`confirm`) leaves a timer already armed as it is.
+      if (!stopped && !armed) arm();
     });
     return beating;
   };
@@ -753,5 +764,12 @@ function startHeartbeat(context: BatchContext, deliveries: readonly Delivery[]):
       if (beating !== null) await beating;
     },
     lost: () => lost,
+    async confirm(ids) {
+      if (beating !== null) await beating;
+      if (stopped) return;
+      live = ids.filter((id) => !lost.has(deliveryKey(id)));
+      due = false;
+      await beat();
+    },
   };
 }

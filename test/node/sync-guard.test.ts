@@ -180,6 +180,39 @@ describe("forwarder guards", () => {
     for (const id of ids) expect((await s.source.attempts(consumer, id)).map((a) => a.outcome?.kind).at(-1)).toBe("acked");
   });
 
+  it("a held batch whose leases lapsed unseen does not top up (claiming them again) while the sink is still down", async () => {
+    let checks = 0;
+    let down = true;
+    const s = setup((body) => {
+      if (body.includes('"events":[]') && ++checks === 1) return undefined; // the sink answers once, then goes down
+      return down ? "throw" : undefined;
+    });
+    const ids = [0, 1].map((i) => newRequestId(s.time.now + i));
+    for (const [i, id] of ids.entries()) await s.add(id, `u${i}`);
+    // A heartbeat slower than the backoff: after a sleep, the resend's wait ends before the heartbeat finds the lapse.
+    const f = createForwarder({ source: s.source, consumer, sink: await s.sink(), scheduler: s.scheduler, clock: s.time.clock, leaseMs: 60_000, heartbeatMs: 50_000, backoff: { initialMs: 1_000, maxMs: 1_000, jitter: 0 } });
+    f.start();
+    await s.scheduler.advance(3_000);
+    s.time.advance(120_000); // asleep: timers do not run, the leases lapse
+    await s.scheduler.advance(1);
+    await s.scheduler.advance(5 * 60_000); // awake, the sink still down
+    const attempts = async () => Promise.all(ids.map(async (id) => (await s.source.attempts(consumer, id)).map((a) => [a.attempt, a.outcome?.kind ?? null])));
+    expect(await attempts()).toEqual([[[1, "expired"]], [[1, "expired"]]]);
+    down = false;
+    await s.scheduler.advance(2 * 60_000);
+    await f.stop();
+    expect(await attempts()).toEqual([
+      [
+        [1, "expired"],
+        [2, "acked"],
+      ],
+      [
+        [1, "expired"],
+        [2, "acked"],
+      ],
+    ]);
+  });
+
   it("a topped-up event is not taken for a resend of the held ones (possible_duplicate)", async () => {
     let down = true;
     let checks = 0;
