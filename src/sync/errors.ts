@@ -243,23 +243,36 @@ export function isUnexplainedAnswer(error: unknown): boolean {
 }
 
 /**
+ * The 4xx answers to a call of no events that say the sink is not there for
+ * this client (credentials, a wrong URL, a proxy, a timeout, a rate limit)
+ * rather than that a working sink refused the call.
+ */
+const DOWN_4XX: readonly number[] = [401, 403, 404, 407, 408, 429];
+
+/**
  * Whether a failed call of no events (the forwarder's check that the sink
  * answers before it claims, see `sinkAnswers` in `batch.ts`) says the sink
  * is down or unreachable: a failure the module can read, anywhere in its
- * cause chain: a string `code` (the API's and the journal's errors, a
- * timeout's `sink_timeout`, Node's `ECONNREFUSED`), an HTTP `status`, a
- * `retryable` flag, a network failure as `fetch` reports it (a `TypeError`)
- * or an abort or a timeout (`AbortError`, `TimeoutError`). So a network
- * failure, a timeout, 429, any 5xx, `backend`, 401, 403, 404, a page that is
- * not the API's answer all say down. Not: a typed refusal of the request's
- * input ({@link isRequestRefusal}: a sink that refuses an empty batch is up),
- * and an untyped error (a plain `Error` with none of these: a custom sink
- * that refuses an empty batch its own way), which the sink threw, so it
+ * cause chain: an HTTP `status` of 5xx, 401, 403, 404, 407, 408 or 429 (or
+ * one outside 4xx: a 2xx that is not the API's answer); with no status, a
+ * string `code` (the journal's errors, a timeout's `sink_timeout`, Node's
+ * `ECONNREFUSED`), a `retryable` flag, a network failure as `fetch` reports
+ * it (a `TypeError`) or an abort or a timeout (`AbortError`, `TimeoutError`).
+ * So a network failure, a timeout, 429, any 5xx, `backend`, 401, 403, 404, a
+ * page that is not the API's answer all say down. Not: a typed refusal of
+ * the request's input ({@link isRequestRefusal}: a sink that refuses an
+ * empty batch is up), another 4xx (a server that refused the call answered
+ * it), and an untyped error (a plain `Error` with none of these: a custom
+ * sink that refuses an empty batch its own way), which the sink threw, so it
  * answered.
  */
 export function isSinkDown(error: unknown): boolean {
   if (isRequestRefusal(error)) return false;
-  return causeChain(error).some((link) => {
+  const chain = causeChain(error);
+  // An HTTP status says it all: a server that refused the call with a 4xx other than these answered.
+  const status = chain.map((link) => (link as { status?: unknown }).status).find((value): value is number => typeof value === "number");
+  if (status !== undefined) return status < 400 || status >= 500 || DOWN_4XX.includes(status);
+  return chain.some((link) => {
     const { code, status, retryable, name } = link as { code?: unknown; status?: unknown; retryable?: unknown; name?: unknown };
     return typeof code === "string" || typeof status === "number" || typeof retryable === "boolean" || link instanceof TypeError || name === "TypeError" || name === "AbortError" || name === "TimeoutError";
   });

@@ -272,8 +272,29 @@ describe("forwarder guards", () => {
     expect(f.progress).toMatchObject({ forwarded: 3, lastError: null });
   });
 
+  it("a custom sink on an HTTP client whose server refuses a call of no events with a 400 is taken as answering", async () => {
+    const s = setup(() => undefined);
+    const delivered: string[] = [];
+    const sink: ForwarderSink = {
+      appendBatch: async (events) => {
+        // What a fetch wrapper throws for a 400: the status alone.
+        if (events.length === 0) throw Object.assign(new Error("Bad Request"), { status: 400 });
+        delivered.push(...events.map((event) => event.id));
+        return events.map((_, position) => ({ status: "accepted" as const, position }));
+      },
+    };
+    const id = newRequestId(s.time.now);
+    await s.add(id, "u0");
+    const f = createForwarder({ source: s.source, consumer, sink, scheduler: s.scheduler, clock: s.time.clock });
+    f.start();
+    await s.scheduler.advance(60_000);
+    await f.stop();
+    expect(delivered).toEqual([id]);
+  });
+
   for (const [what, error] of [
     ["a network failure (TypeError)", () => new TypeError("Failed to fetch")],
+    ["an HTTP client's 404 (a wrong URL)", () => Object.assign(new Error("Request failed with status code 404"), { status: 404, code: "ERR_BAD_REQUEST" })],
     ["an error with an HTTP status", () => Object.assign(new Error("Service Unavailable"), { status: 503 })],
     ["a retryable error", () => Object.assign(new Error("try later"), { retryable: true })],
     ["a plain Error caused by a network failure", () => new Error("the webhook failed", { cause: new TypeError("fetch failed") })],
