@@ -394,6 +394,25 @@ const put = (engine: IndexedDbEngine, key: string, value: unknown): Promise<void
 const get = (engine: IndexedDbEngine, key: string): Promise<unknown> => engine.transact("readonly", (tx) => tx.get([key]));
 const cacheOf = (engine: IndexedDbEngine): PageCache => (engine as unknown as { cache: PageCache }).cache;
 
+/**
+ * The wall clock stepped back 11 minutes, a second passes, and `a` (3 s after its confirmation by both clocks)
+ * trusts its version and commits on it without reading it: the evidence refuses that commit and the body runs again
+ * on the newest version, so the write lands. Returns a new engine that read it.
+ */
+async function expectStaleTrustRefused(m: ReturnType<typeof machine>, a: IndexedDbEngine): Promise<IndexedDbEngine> {
+  m.step(-11 * MINUTE);
+  m.pass(SECOND);
+  let runs = 0;
+  await a.transact("readwrite", async (tx) => {
+    runs++;
+    tx.put(["late"], "accepted");
+  });
+  expect(runs).toBe(2);
+  const fresh = m.make({ records: 128, bytes: MiB });
+  expect(await get(fresh, "late")).toBe("accepted");
+  return fresh;
+}
+
 describe("review fixes: a wall clock stepped back or forth loses no commit", () => {
   it("ends the trust in a confirmed version by the monotonic clock too: a clock stepped back 20 minutes does not bring it back", async () => {
     const m = machine("clock-back");
@@ -450,16 +469,7 @@ describe("review fixes: a wall clock stepped back or forth loses no commit", () 
     expect(await m.bases()).toContain(base);
     // The clock is stepped back: A, 3 s after its confirmation by both clocks, trusts its version and commits
     // on it without reading it; the evidence refuses that commit, and A runs again on the newest version.
-    m.step(-11 * MINUTE);
-    m.pass(SECOND);
-    let runs = 0;
-    await a.transact("readwrite", async (tx) => {
-      runs++;
-      tx.put(["late"], "accepted");
-    });
-    expect(runs).toBe(2);
-    const fresh = m.make({ records: 128, bytes: MiB });
-    expect(await get(fresh, "late")).toBe("accepted");
+    const fresh = await expectStaleTrustRefused(m, a);
     expect(await get(fresh, "b1")).toBe(1);
     // Once B has seen it for WITNESS_MS, the evidence goes (past the evidence time by the wall clock too).
     m.pass(WITNESS_MS);
@@ -722,16 +732,7 @@ describe("review fixes: short-lived contexts keep the log bounded", () => {
     await c.close();
     expect(await m.bases()).toContain(base);
     // The clock is stepped back: A, 3 s after its confirmation, trusts its version; the evidence refuses its commit.
-    m.step(-11 * MINUTE);
-    m.pass(SECOND);
-    let runs = 0;
-    await a.transact("readwrite", async (tx) => {
-      runs++;
-      tx.put(["late"], "accepted");
-    });
-    expect(runs).toBe(2);
-    const fresh = m.make({ records: 128, bytes: MiB });
-    expect(await get(fresh, "late")).toBe("accepted");
+    const fresh = await expectStaleTrustRefused(m, a);
     expect(await get(fresh, "c0")).toBe(0);
     for (const engine of [a, fresh]) await engine.close();
   });

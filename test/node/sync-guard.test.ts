@@ -36,6 +36,32 @@ function setup(intercept: (body: string) => Response | "throw" | undefined) {
   return { time, scheduler, source, edge, sink, add };
 }
 
+/**
+ * Two events of two keys, a sink that answers its first call of no events and then goes down, a forwarder whose
+ * heartbeat is slower than its backoff (after a sleep, the resend's wait ends before the heartbeat finds the lapse),
+ * run 3 s, then asleep for 2 min (timers do not run, the leases lapse) and woken. `sends`: the ids of each append
+ * with events; `sink.down` brings the sink back.
+ */
+async function asleepThroughOutage() {
+  let checks = 0;
+  const sink = { down: true };
+  const sends: string[][] = [];
+  const s = setup((body) => {
+    const sent = (JSON.parse(body) as { events: { record: { requestId: string } }[] }).events.map((event) => event.record.requestId);
+    if (sent.length === 0 && ++checks === 1) return undefined;
+    if (sent.length > 0) sends.push(sent);
+    return sink.down ? "throw" : undefined;
+  });
+  const ids = [0, 1].map((i) => newRequestId(s.time.now + i));
+  for (const [i, id] of ids.entries()) await s.add(id, `u${i}`);
+  const f = createForwarder({ source: s.source, consumer, sink: await s.sink(), scheduler: s.scheduler, clock: s.time.clock, leaseMs: 60_000, heartbeatMs: 50_000, backoff: { initialMs: 1_000, maxMs: 1_000, jitter: 0 } });
+  f.start();
+  await s.scheduler.advance(3_000);
+  s.time.advance(120_000);
+  await s.scheduler.advance(1);
+  return { s, ids, f, sends, sink };
+}
+
 describe("forwarder guards", () => {
   it("refuses a billing_grade source into a sink whose capacity policy is drop_oldest, unless allowTelemetrySink", () => {
     // A memory engine that says it is durable (as Durable Objects or IndexedDB storage does): a billing_grade source.
@@ -153,25 +179,9 @@ describe("forwarder guards", () => {
   });
 
   it("a held event whose lease lapsed unseen (asleep) and is handed out again by a top-up is replaced, not sent twice", async () => {
-    let checks = 0;
-    let down = true;
-    const sends: string[][] = [];
-    const s = setup((body) => {
-      const ids = (JSON.parse(body) as { events: { record: { requestId: string } }[] }).events.map((event) => event.record.requestId);
-      if (ids.length === 0 && ++checks === 1) return undefined;
-      if (ids.length > 0) sends.push(ids);
-      return down ? "throw" : undefined;
-    });
-    const ids = [0, 1].map((i) => newRequestId(s.time.now + i));
-    for (const [i, id] of ids.entries()) await s.add(id, `u${i}`);
-    // A heartbeat slower than the backoff: after a sleep, the resend's wait ends before the heartbeat finds the lapse.
-    const f = createForwarder({ source: s.source, consumer, sink: await s.sink(), scheduler: s.scheduler, clock: s.time.clock, leaseMs: 60_000, heartbeatMs: 50_000, backoff: { initialMs: 1_000, maxMs: 1_000, jitter: 0 } });
-    f.start();
+    const { s, ids, f, sends, sink } = await asleepThroughOutage();
     await s.scheduler.advance(3_000);
-    s.time.advance(120_000); // asleep: timers do not run, the leases lapse
-    await s.scheduler.advance(1);
-    await s.scheduler.advance(3_000);
-    down = false;
+    sink.down = false;
     await s.scheduler.advance(2 * 60_000);
     await f.stop();
     expect(sends.length).toBeGreaterThan(2);
@@ -181,24 +191,11 @@ describe("forwarder guards", () => {
   });
 
   it("a held batch whose leases lapsed unseen does not top up (claiming them again) while the sink is still down", async () => {
-    let checks = 0;
-    let down = true;
-    const s = setup((body) => {
-      if (body.includes('"events":[]') && ++checks === 1) return undefined; // the sink answers once, then goes down
-      return down ? "throw" : undefined;
-    });
-    const ids = [0, 1].map((i) => newRequestId(s.time.now + i));
-    for (const [i, id] of ids.entries()) await s.add(id, `u${i}`);
-    // A heartbeat slower than the backoff: after a sleep, the resend's wait ends before the heartbeat finds the lapse.
-    const f = createForwarder({ source: s.source, consumer, sink: await s.sink(), scheduler: s.scheduler, clock: s.time.clock, leaseMs: 60_000, heartbeatMs: 50_000, backoff: { initialMs: 1_000, maxMs: 1_000, jitter: 0 } });
-    f.start();
-    await s.scheduler.advance(3_000);
-    s.time.advance(120_000); // asleep: timers do not run, the leases lapse
-    await s.scheduler.advance(1);
+    const { s, ids, f, sink } = await asleepThroughOutage();
     await s.scheduler.advance(5 * 60_000); // awake, the sink still down
     const attempts = async () => Promise.all(ids.map(async (id) => (await s.source.attempts(consumer, id)).map((a) => [a.attempt, a.outcome?.kind ?? null])));
     expect(await attempts()).toEqual([[[1, "expired"]], [[1, "expired"]]]);
-    down = false;
+    sink.down = false;
     await s.scheduler.advance(2 * 60_000);
     await f.stop();
     expect(await attempts()).toEqual([
