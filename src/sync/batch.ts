@@ -296,8 +296,12 @@ interface Tally {
  * comment).
  */
 export async function forwardBatch(context: BatchContext, hold: BatchHold | null = null, options: { readonly checkSink?: boolean } = {}): Promise<BatchReport> {
-  // Claiming spends a delivery attempt: while the sink does not answer, nothing is claimed.
-  if (options.checkSink === true && !(await sinkAnswers(context))) return { ...EMPTY, failed: true };
+  // Claiming spends a delivery attempt: while the sink does not answer, nothing is claimed. With nothing pending
+  // there is nothing to claim: no request is made (an idle outbox, or one that just went offline, asks the sink nothing).
+  if (options.checkSink === true) {
+    if ((await nothingPending(context)) === true) return EMPTY;
+    if (!(await sinkAnswers(context))) return { ...EMPTY, failed: true };
+  }
   let deliveries: Delivery[];
   try {
     deliveries = await context.source.claim(context.consumer, { maxEvents: context.batchSize, leaseMs: context.leaseMs, now: context.clock() });
@@ -501,6 +505,15 @@ function resolveSuspects(outcomes: readonly Outcome[]): Outcome[] {
  * reported and means no. Only a claim depends on it: it never charges an
  * event.
  */
+/** Whether the source says the consumer has no pending event (a failed read says nothing: undefined). */
+async function nothingPending(context: BatchContext): Promise<boolean | undefined> {
+  try {
+    return (await context.source.stats(context.consumer)).pending === 0;
+  } catch {
+    return undefined;
+  }
+}
+
 export async function sinkAnswers(context: BatchContext): Promise<boolean> {
   try {
     await appendWithTimeout(context, []);

@@ -604,7 +604,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     } finally {
       ticking = false;
     }
-    checkSink = report.failed;
+    // Checked again next time after a failure, and until a batch claimed something (a check skipped for want of events checked nothing).
+    checkSink = report.failed || (checkSink && report.claimed === 0);
     if (mine !== generation || !running) {
       // Stopped meanwhile, and perhaps started again: the new run's wake() found this tick in progress and left the next step to it.
       if (running) wake();

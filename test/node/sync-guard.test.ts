@@ -243,6 +243,24 @@ describe("forwarder guards", () => {
     expect(duplicates).toEqual([HELD]);
   });
 
+  it("an idle outbox asks the sink nothing: the check before claiming runs only when events are pending", async () => {
+    let requests = 0;
+    const s = setup(() => {
+      requests += 1;
+      return undefined;
+    });
+    const f = createForwarder({ source: s.source, consumer, sink: await s.sink(), scheduler: s.scheduler, clock: s.time.clock });
+    f.start();
+    await s.scheduler.advance(60_000);
+    expect(requests).toBe(0);
+    const id = newRequestId(s.time.now);
+    await s.add(id, "u0");
+    await s.scheduler.advance(60_000);
+    await f.stop();
+    expect(requests).toBe(2); // the check, then the batch
+    expect(await s.source.attempts(consumer, id)).toMatchObject([{ attempt: 1, outcome: { kind: "acked" } }]);
+  });
+
   it("a custom sink that refuses a call of no events with a plain Error is taken as answering: the loop claims and forwards", async () => {
     const s = setup(() => undefined);
     const delivered: string[] = [];
