@@ -66,9 +66,9 @@
  */
 /// <reference types="@cloudflare/workers-types" />
 import { DurableObject } from "cloudflare:workers";
-import { checkNow, deliveryBytes, MAX_CLAIM_EVENTS } from "../../src/journal/arguments.js";
-import { createJournal } from "../../src/journal/journal.js";
-import { BackendError, InvalidArgumentError } from "../../src/journal/errors.js";
+import { checkNow, MAX_CLAIM_EVENTS } from "../../src/journal/arguments.js";
+import { claimContinuing, createJournal } from "../../src/journal/journal.js";
+import { InvalidArgumentError } from "../../src/journal/errors.js";
 import { checkCapacity, checkInteger, parseConsumerId } from "../../src/journal/event.js";
 import { Layout } from "../../src/journal/layout.js";
 import { Work } from "../../src/journal/work.js";
@@ -293,42 +293,10 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
   private capacity: Capacity | null = null;
   /** The `now` of the call being started (read by the journal's clock). */
   private callNow: number | undefined;
-  /** Whether the transaction of the call being started may commit, given its result (read by the journal's engine); absent: it may. */
-  private callCommits: ((result: unknown) => boolean) | undefined;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.engine = durableObjectEngine(ctx.storage);
-  }
-
-  /**
-   * The engine the hosted journal runs on: this object's, except that the
-   * transaction of a call started with a `commits` check (see `serve`) is
-   * rolled back, by throwing {@link DECLINED} inside it, when its result
-   * fails the check. The check is taken when the transaction is asked for,
-   * which the core does synchronously when a call starts (as it reads its
-   * clock), so it binds to that call's transaction alone.
-   */
-  private hostedEngine(): Engine {
-    const engine = this.engine;
-    return {
-      durable: engine.durable,
-      localReads: engine.localReads === true,
-      close: () => engine.close(),
-      transact: (mode, fn, options) => {
-        const commits = this.callCommits;
-        if (commits === undefined) return engine.transact(mode, fn, options);
-        return engine.transact(
-          mode,
-          async (tx) => {
-            const result = await fn(tx);
-            if (!commits(result)) throw DECLINED;
-            return result;
-          },
-          options,
-        );
-      },
-    };
   }
 
   /** The hosted journal, after checking (and on first use storing) the configuration. */
@@ -353,31 +321,24 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
     }
     if (this.journal === null || !sameCapacity(this.capacity, config.capacity)) {
       this.capacity = checkCapacity(config.capacity);
-      this.journal = createJournal(this.hostedEngine(), { name: config.journal, capacity: this.capacity, clock: () => this.callNow ?? Date.now() });
+      this.journal = createJournal(this.engine, { name: config.journal, capacity: this.capacity, clock: () => this.callNow ?? Date.now() });
     }
     return this.journal;
   }
 
-  /**
-   * Serve one journal call with the caller's clock reading; with `commits`,
-   * the call's transaction commits only when its result passes that check
-   * (else it is rolled back and the call rejects with a `BackendError`
-   * caused by {@link DECLINED}).
-   */
-  private serve<T>(config: PartitionConfig, now: number, call: (journal: UsageJournal) => Promise<T>, commits?: (result: unknown) => boolean): Promise<WireOutcome<T>> {
+  /** Serve one journal call with the caller's clock reading. */
+  private serve<T>(config: PartitionConfig, now: number, call: (journal: UsageJournal) => Promise<T>): Promise<WireOutcome<T>> {
     return toWire(async () => {
       // The caller's clock reading is the journal's clock for this call: checked like any `now`
       // (a bad one, NaN or 1e300, would prune acknowledged events still inside their window).
       const at = checkNow("now", now);
       const journal = await this.open(config);
       this.callNow = at;
-      this.callCommits = commits;
       let pending: Promise<T>;
       try {
         pending = call(journal);
       } finally {
         this.callNow = undefined;
-        this.callCommits = undefined;
       }
       return pending;
     });
@@ -399,32 +360,17 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
    *
    * `continued` says that this RPC continues a claim whose earlier RPCs
    * handed out deliveries, and that `maxBytes` is what is left of its bound:
-   * then the first delivery must fit it too. A claim of the core always
-   * hands out its first delivery, but the first of a later RPC is not the
-   * claim's first, and one claim of the core would stop before it. So when
-   * it does not fit, the claim's transaction is rolled back and the answer
-   * is `[]`: nothing is leased, and the quarantines of events out of
-   * attempts it met on the way wait for the next claim.
+   * then the first delivery must fit it too (`claimContinuing`). A claim of
+   * the core always hands out its first delivery, but the first of a later
+   * RPC is not the claim's first, and one claim of the core would stop
+   * before it. When it does not fit the answer is `[]` and nothing is
+   * leased; the claim's prune, sweep and quarantines of events out of
+   * attempts met on the way commit, as in one claim of the core.
    */
   async claim(config: PartitionConfig, now: number, consumer: ConsumerId, options: ClaimOptions, continued = false): Promise<WireOutcome<Delivery[]>> {
     const within = lowered(options, "maxEvents", CLAIM_RPC_EVENTS, MAX_CLAIM_EVENTS);
-    const maxBytes = options?.maxBytes;
-    if (continued !== true || maxBytes === undefined) return this.serve(config, now, (journal) => journal.claim(consumer, within));
-    // The journal checks maxBytes before its transaction starts: a number by the time the check runs.
-    const fits = (result: unknown) => {
-      const first = (result as readonly Delivery[])[0];
-      return first === undefined || deliveryBytes(first) <= maxBytes;
-    };
-    return this.serve(
-      config,
-      now,
-      (journal) =>
-        journal.claim(consumer, within).catch((error: unknown) => {
-          if (error instanceof BackendError && error.cause === DECLINED) return [];
-          throw error;
-        }),
-      fits,
-    );
+    if (continued === true) return this.serve(config, now, (journal) => claimContinuing(journal, consumer, within));
+    return this.serve(config, now, (journal) => journal.claim(consumer, within));
   }
 
   async ack(config: PartitionConfig, now: number, delivery: DeliveryId): Promise<WireOutcome<void>> {
@@ -593,9 +539,6 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
     });
   }
 }
-
-/** Thrown inside a hosted journal's transaction whose call's result failed its `commits` check: rolls it back (see `serve`). */
-const DECLINED = new Error("the call's result failed its commit check");
 
 /**
  * `options` with its count `field` (`fallback` when absent) lowered to

@@ -161,6 +161,22 @@ export function createJournal(engine: Engine, options: JournalOptions): UsageJou
   return new EngineJournal(engine, options);
 }
 
+/**
+ * Internal, for a journal that answers one claim with several journals'
+ * claims (the partitioned journal's partitions): a claim that continues one
+ * whose deliveries were handed out already, so that `maxBytes` is what is
+ * left of its bound and even the first delivery must fit it. A claim
+ * otherwise always returns its first delivery; this one stops before it,
+ * and returns `[]`, when it does not fit. Everything else is the claim's:
+ * its transaction commits the prune, the lease sweep and the quarantines of
+ * events out of attempts that it met before stopping, as one claim of the
+ * whole bound would. Not exported through any subpath.
+ */
+export function claimContinuing(journal: UsageJournal, consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
+  if (!(journal instanceof EngineJournal)) return Promise.reject(new TypeError("claimContinuing needs a journal made by createJournal"));
+  return journal.claimWithin(consumer, options, true);
+}
+
 class EngineJournal implements UsageJournal {
   readonly name: string;
   readonly capacity: Capacity;
@@ -316,7 +332,12 @@ class EngineJournal implements UsageJournal {
     }, GROWS);
   }
 
-  async claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
+  claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]> {
+    return this.claimWithin(consumer, options, false);
+  }
+
+  /** A claim; with `firstMustFit`, see {@link claimContinuing}. */
+  async claimWithin(consumer: ConsumerId, options: ClaimOptions, firstMustFit: boolean): Promise<Delivery[]> {
     const { consumer: id, maxEvents, leaseMs, now, maxBytes } = checkClaim(consumer, options);
     // Pruning forgets idempotency keys, so it never runs ahead of the journal's clock: a claimer whose
     // clock is fast (its `now` later than ours) prunes, and registers a consumer, at our clock instead.
@@ -325,7 +346,7 @@ class EngineJournal implements UsageJournal {
       await work.prune(pruneAt, OPPORTUNISTIC_PRUNE_LIMIT);
       if (!(await work.isRegistered(id))) await work.register(id, pruneAt);
       await work.sweep(id, now);
-      return work.claim(id, maxEvents, leaseMs, now, maxBytes);
+      return work.claim(id, maxEvents, leaseMs, now, maxBytes, firstMustFit);
     });
   }
 

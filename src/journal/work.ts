@@ -1007,9 +1007,9 @@ export class Work {
    * Lease up to `maxEvents` ready events, quarantining those out of attempts,
    * and stop before the first delivery that would take their total size
    * ({@link deliveryBytes}) over `maxBytes` (`Infinity`: no bound), unless it
-   * is the first.
+   * is the first and `firstMustFit` is false.
    */
-  async claim(consumer: string, maxEvents: number, leaseMs: number, now: number, maxBytes = Infinity): Promise<Delivery[]> {
+  async claim(consumer: string, maxEvents: number, leaseMs: number, now: number, maxBytes = Infinity, firstMustFit = false): Promise<Delivery[]> {
     const deliveries: Delivery[] = [];
     const readyPrefix = this.layout.readyAll(consumer);
     let after: number | null = null;
@@ -1048,7 +1048,7 @@ export class Work {
         const delivery: Delivery = { id: { consumer: consumer as Delivery["id"]["consumer"], event: event.id, attempt }, event, leaseExpiresAt };
         if (maxBytes !== Infinity) {
           const size = deliveryBytes(delivery);
-          if (deliveries.length > 0 && bytes + size > maxBytes) {
+          if ((deliveries.length > 0 || firstMustFit) && bytes + size > maxBytes) {
             full = true;
             break;
           }

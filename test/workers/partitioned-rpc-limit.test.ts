@@ -140,6 +140,47 @@ describe("partitioned journal over the RPC size limit", () => {
     }
   });
 
+  it("P=1: a continued RPC whose first delivery does not fit still commits the quarantine of an event out of attempts it met, as one claim of the core does", async () => {
+    const capacity: Capacity = { ...CAPACITY, maxDeliveryAttempts: 1 };
+    const n = CLAIM_RPC_EVENTS;
+    const keys = Array.from({ length: n }, (_, i) => `s${i}`);
+    // Per key an event in flight then one behind it; then `x`: one that runs out of attempts and a big one behind it.
+    const events = [
+      ...keys.map((subject, i) => usage(i + 1, subject, false)),
+      ...keys.map((subject, i) => usage(n + i + 1, subject, false)),
+      usage(2 * n + 1, "x", false),
+      usage(2 * n + 2, "x", true),
+    ];
+    const ignored: unknown[] = [];
+    const journal = open(1, ignored, capacity);
+    const core = createJournal(memoryEngine(), { name: "usage", capacity, clock: () => T0 });
+    await appendAll(journal, events);
+    await core.appendBatch(events);
+    const first = { maxEvents: events.length, leaseMs: 10, now: T0 };
+    // The first event of every key and the first of `x` are leased, then every key's acked: `x`'s lease runs out.
+    const leased = await journal.claim(billing, first);
+    expect(leased.map((delivery) => delivery.id)).toEqual((await core.claim(billing, first)).map((delivery) => delivery.id));
+    expect(leased).toHaveLength(n + 1);
+    const acked = leased.slice(0, n).map((delivery) => delivery.id);
+    expect(await journal.ackBatch(acked)).toEqual(await core.ackBatch(acked));
+    // Room for the second event of every key (one RPC's worth), not for the big one: the next RPC meets `x`'s
+    // first event out of attempts, quarantines it, and stops before the big one.
+    const now = T0 + 20;
+    const leaseMs = 60_000;
+    const room = events.slice(n, 2 * n).reduce((sum, event) => sum + deliveryBytes({ id: { consumer: billing, event: event.id, attempt: 1 }, event, leaseExpiresAt: now + leaseMs }), 0);
+    const second = { maxEvents: events.length, leaseMs, now, maxBytes: room + 100 };
+    const got = await journal.claim(billing, second);
+    expect(got.map((delivery) => delivery.id)).toEqual((await core.claim(billing, second)).map((delivery) => delivery.id));
+    expect(got.map((delivery) => delivery.id.event)).toEqual(events.slice(n, 2 * n).map((event) => event.id));
+    const counts = async (of: { stats(consumer: typeof billing): Promise<{ pending: number; inFlight: number; quarantined: number }> }) => {
+      const stats = await of.stats(billing);
+      return { pending: stats.pending, inFlight: stats.inFlight, quarantined: stats.quarantined };
+    };
+    expect(await counts(journal)).toEqual(await counts(core));
+    expect(await counts(journal)).toEqual({ pending: 1, inFlight: n, quarantined: 1 });
+    expect(ignored).toEqual([]);
+  });
+
   it("P=2: appendBatch with one partition's share over 32 MiB stores every event, results in input order", { timeout: 120_000 }, async () => {
     const journal = open(2, []);
     const inP0 = subjectsIn(journal, 0, BIG);
