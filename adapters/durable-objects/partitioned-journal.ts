@@ -187,10 +187,8 @@
  * the journal behaves exactly like `createJournal` (the full conformance
  * suite checks this; a claim is within `maxBytes` unless it is a single
  * delivery), except that a claim or a quarantine page too large for one RPC
- * is read in several (the same deliveries and items, see above; a later
- * RPC of a claim that leases nothing because its first delivery would pass
- * `maxBytes` leaves the quarantining of events out of attempts it met to
- * the next claim), and that an `appendBatch`, one
+ * is read in several (the same deliveries and items, see above), and
+ * that an `appendBatch`, one
  * transaction and so one RPC, must serialize within 32 MiB (else it fails
  * with a `BackendError` and stores nothing): about 200 of the largest
  * events do.
