@@ -19,7 +19,7 @@ function devToken() {
     return { token: tokens[0]?.token, created: false };
   }
   const token = `dev-${randomBytes(24).toString("hex")}`;
-  const tokens = [{ name: "dev", token, scopes: ["append:*", "consume", "operate"] }];
+  const tokens = [{ name: "dev", token, scopes: ["append:*", "consume", "operate", "store:*"] }];
   writeFileSync(varsFile, `${text}${text === "" || text.endsWith("\n") ? "" : "\n"}ISOSTORE_TOKENS='${JSON.stringify(tokens)}'\n`, { mode: 0o600 });
   return { token, created: true };
 }
@@ -43,7 +43,15 @@ isostore is running
   try:        curl -H "Authorization: Bearer ${token}" ${worker.url}/v1/journals
 Ctrl-C stops it.`);
 const stop = () => void worker.stop().then(() => process.exit(0));
-process.on("SIGINT", stop);
-process.on("SIGTERM", stop);
+// wrangler runs in its own process group (so that Ctrl-C reaches it once, through us): stop it
+// on every signal that ends us, a closed terminal (SIGHUP) too, and on any other exit.
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, stop);
+process.on("exit", () => {
+  try {
+    process.kill(-worker.child.pid, "SIGTERM");
+  } catch {
+    // already gone
+  }
+});
 await new Promise((resolveExit) => worker.child.once("exit", resolveExit));
 process.exit(1);
