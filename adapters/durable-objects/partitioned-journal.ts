@@ -245,10 +245,13 @@ import {
   checkAttempts,
   checkBatch,
   checkClaim,
+  checkExtend,
   checkListAudit,
   checkListQuarantined,
+  checkNack,
   checkOperatorAction,
   checkPrune,
+  checkQuarantine,
   deliveryBytes,
   MAX_KEPT_ATTEMPTS,
 } from "../../src/journal/arguments.js";
@@ -1169,9 +1172,21 @@ export class PartitionedJournal implements UsageJournal {
     return call(p);
   }
 
-  private routedDelivery<T>(delivery: DeliveryId, what: string, call: (stub: PartitionStub, config: PartitionConfig, id: DeliveryId) => Promise<WireOutcome<T>>): Promise<T> {
+  /**
+   * A call on one delivery, sent to the partition that stores its event. With P > 1
+   * `check` (the call's own argument check) runs first, as the core runs it, so that a
+   * bad argument is refused as such rather than as `not_outstanding` when no partition
+   * stores the event; with P = 1 the partition checks everything.
+   */
+  private async routedDelivery<T>(
+    delivery: DeliveryId,
+    what: string,
+    call: (stub: PartitionStub, config: PartitionConfig, id: DeliveryId) => Promise<WireOutcome<T>>,
+    check?: () => unknown,
+  ): Promise<T> {
     if (this.partitions === 1) return this.call(0, what, (stub, config) => call(stub, config, delivery));
     const id = checkDeliveryId(delivery);
+    check?.();
     const copy: DeliveryId = { consumer: id.consumer, event: id.event, attempt: id.attempt };
     return this.routed(
       copy.event,
@@ -1268,17 +1283,17 @@ export class PartitionedJournal implements UsageJournal {
 
   quarantine(delivery: DeliveryId, reason: PoisonReason): Promise<void> {
     const now = this.clock();
-    return this.routedDelivery(delivery, "quarantine", (stub, config, id) => stub.quarantine(config, now, id, reason));
+    return this.routedDelivery(delivery, "quarantine", (stub, config, id) => stub.quarantine(config, now, id, reason), () => checkQuarantine(delivery, reason));
   }
 
   extend(delivery: DeliveryId, options: ExtendOptions): Promise<{ leaseExpiresAt: number }> {
     const now = this.clock();
-    return this.routedDelivery(delivery, "extend", (stub, config, id) => stub.extend(config, now, id, options));
+    return this.routedDelivery(delivery, "extend", (stub, config, id) => stub.extend(config, now, id, options), () => checkExtend(delivery, options));
   }
 
   nack(delivery: DeliveryId, options: NackOptions): Promise<void> {
     const now = this.clock();
-    return this.routedDelivery(delivery, "nack", (stub, config, id) => stub.nack(config, now, id, options));
+    return this.routedDelivery(delivery, "nack", (stub, config, id) => stub.nack(config, now, id, options), () => checkNack(delivery, options));
   }
 
   async attempts(consumer: ConsumerId, requestId: string): Promise<Attempt[]> {
@@ -1290,7 +1305,7 @@ export class PartitionedJournal implements UsageJournal {
     return this.call(p, "attempts", (stub, config) => stub.attempts(config, now, id, requestId));
   }
 
-  private operate(action: "release" | "discard", consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
+  private async operate(action: "release" | "discard", consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<void> {
     const now = this.clock();
     const send = (stub: PartitionStub, config: PartitionConfig, id: ConsumerId, opts: OperatorActionOptions) =>
       action === "release" ? stub.release(config, now, id, requestId, opts) : stub.discard(config, now, id, requestId, opts);

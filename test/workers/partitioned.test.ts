@@ -262,6 +262,26 @@ describe("partitioned journal", () => {
     await expect(journal.listQuarantined(billing, { after: "q1.3" })).rejects.toMatchObject({ code: "invalid_argument", argument: "after" });
   });
 
+  it("P>1: a bad argument of a call on a delivery or an operator action is refused as the core refuses it (not as not_outstanding), and as a rejection", async () => {
+    const { journal } = fresh(4);
+    const unknown = { consumer: billing, event: rid(999), attempt: 1 };
+    const refused = (call: () => Promise<unknown>, argument: string) => expect(call()).rejects.toMatchObject({ code: "invalid_argument", argument });
+    await refused(() => journal.nack(unknown, { retryAfterMs: -1, error: "x", now: T0 }), "retryAfterMs");
+    await refused(() => journal.nack(unknown, { retryAfterMs: 0, error: "x".repeat(5000), now: T0 }), "error");
+    await refused(() => journal.nack(unknown, null as never), "options");
+    await refused(() => journal.extend(unknown, { leaseMs: 0, now: T0 }), "leaseMs");
+    await refused(() => journal.quarantine(unknown, "bogus" as never), "reason");
+    // Refusals before any partition is asked are rejections too, never throws from the call itself.
+    const bad = { consumer: "Bad Consumer", event: rid(999), attempt: 1 } as never;
+    for (const call of [() => journal.ack(bad), () => journal.quarantine(bad, "malformed"), () => journal.release("Bad Consumer" as never, rid(999), { now: T0 }), () => journal.discard(billing, "not-an-id", { now: T0 })]) {
+      let promise: Promise<unknown> | undefined;
+      expect(() => (promise = call())).not.toThrow();
+      await expect(promise).rejects.toBeInstanceOf(Error);
+    }
+    // The same calls on an unknown event with good arguments: not outstanding.
+    await expect(journal.nack(unknown, { retryAfterMs: 0, error: "x", now: T0 })).rejects.toMatchObject({ code: "not_outstanding" });
+  });
+
   it("pages listQuarantined newest first across partitions, with cursors of that order", async () => {
     const time = virtualClock(T0);
     const { journal } = fresh(4, ROOMY, time.clock);
