@@ -5,7 +5,10 @@
  * quarantine in memory, filtered as the worker filters it (`query` substring of
  * request id, `namespace/subject` or reason; `key` the joined string; `namespace`
  * and `subject` exact), newest first with cursor paging, bulk dry runs and
- * confirmations by `requestIds`, NDJSON export, release/discard, audit, stats.
+ * confirmations by `requestIds`, NDJSON export, release/discard (404
+ * `not_quarantined` for an event no longer quarantined, as the worker answers),
+ * audit (oldest first, paged by `limit` (1 to 1000, default 100) and the
+ * `nextCursor` it answers, as the worker pages it), stats.
  *
  * Every request is logged, and a test can hold answers (`hold`) to act while
  * one is in flight, or refuse the token (`refuseAll`).
@@ -168,12 +171,10 @@ export class FakeApi {
     const single = /^\/quarantined\/([^/]+)\/(release|discard)$/.exec(route);
     if (request.method === "POST" && single) {
       const id = decodeURIComponent(single[1]!);
-      if (!this.#resolve(id, single[2] as "release" | "discard")) return json(409, { error: { code: "not_quarantined", message: `${id} is not quarantined` } });
+      if (!this.#resolve(id, single[2] as "release" | "discard")) return json(404, { error: { code: "not_quarantined", message: `${id} is not quarantined` } });
       return json(200, {});
     }
-    if (request.method === "GET" && route === `/journals/${JOURNAL}/audit`) {
-      return json(200, { items: this.audit.filter((entry) => entry.requestId === logged.query["requestId"]), nextCursor: null });
-    }
+    if (request.method === "GET" && route === `/journals/${JOURNAL}/audit`) return this.#auditPage(logged.query);
     return json(404, { error: { code: "not_found", message: `no route ${request.method} ${url.pathname}` } });
   }
 
@@ -204,6 +205,19 @@ export class FakeApi {
     return json(200, { items, nextCursor: offset + limit < selected.length ? String(offset + limit) : null });
   }
 
+  /** A page of the audit log as the worker answers it: oldest first, after the cursor `a1.<seq>`, at most `limit`. */
+  #auditPage(query: Readonly<Record<string, string>>): Response {
+    const limit = Number(query["limit"] ?? 100);
+    const after = query["after"] === undefined ? 0 : Number(/^a1\.([1-9][0-9]*)$/.exec(query["after"])?.[1] ?? NaN);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000 || Number.isNaN(after)) {
+      return json(400, { error: { code: "invalid_request", message: "limit must be 1 to 1000, after a cursor this journal issued" } });
+    }
+    const requestId = query["requestId"];
+    const selected = this.audit.filter((entry) => entry.seq > after && (requestId === undefined || entry.requestId === requestId)).sort((a, b) => a.seq - b.seq);
+    const items = selected.slice(0, limit);
+    return json(200, { items, nextCursor: selected.length > limit ? `a1.${items.at(-1)!.seq}` : null });
+  }
+
   #bulk(body: Readonly<Record<string, unknown>>): Response {
     const action = body["action"] as "release" | "discard";
     if (body["dryRun"] === true) {
@@ -224,7 +238,7 @@ export class FakeApi {
     const index = this.quarantined.findIndex((item) => item.event.id === id);
     if (index < 0) return false;
     const [item] = this.quarantined.splice(index, 1);
-    this.audit.push({ seq: this.audit.length + 1, at: Date.now(), action, consumer: item!.consumer, requestId: id, reason: item!.reason, actor: "ops" });
+    this.audit.push({ seq: this.audit.reduce((last, entry) => Math.max(last, entry.seq), 0) + 1, at: Date.now(), action, consumer: item!.consumer, requestId: id, reason: item!.reason, actor: "ops" });
     this.stats = { ...this.stats, quarantined: this.quarantined.length };
     return true;
   }

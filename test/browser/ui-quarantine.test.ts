@@ -9,12 +9,16 @@
  * - a double click on a bulk button runs one dry run, one dialog, one action;
  * - bulk and export act on what the filter inputs show, applied first;
  * - the Dropped card describes a lifetime count under any policy;
- * - an action's stats refresh is not swallowed by a read already in flight.
- * (Sign-out closing a dialog: ui-signout.test.ts.)
+ * - an action's stats refresh is not swallowed by a read already in flight;
+ * - inspect shows any stored time without failing, says when an event was
+ *   resolved elsewhere (and refreshes), and follows the audit log's cursor;
+ * - export hands the worker's bytes to the download as they came.
+ * (Sign-out closing a dialog, the status toast: ui-signout.test.ts.)
  */
 import "../../web/src/app.css";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { page, userEvent } from "vitest/browser";
+import type { QuarantinedEvent } from "../../src/journal/types.js";
 import { OperatorApi } from "../../web/src/api.js";
 import { Overview } from "../../web/src/overview.js";
 import { QuarantineReview } from "../../web/src/quarantine.js";
@@ -331,5 +335,115 @@ describe("web UI: overview", () => {
     await refreshed;
     expect(cardValue("quarantined")).toBe("1");
     expect(fake.requestsTo("/stats")).toHaveLength(2);
+  });
+});
+
+describe("web UI: inspect", () => {
+  const inspectButton = (id: string) => container.querySelector<HTMLButtonElement>(`button[data-request-id="${id}"]`)!;
+  const fact = (label: string) => [...container.querySelectorAll(".inspect .facts > div")].find((div) => div.querySelector("dt")?.textContent === label)?.querySelector("dd");
+
+  it("shows a time past year 9999 with its whole year, and one no date can hold as its number, without failing to open", async () => {
+    const [micro, huge] = fake.seed([
+      { namespace: "acme", subject: "micro" },
+      { namespace: "acme", subject: "huge" },
+    ]);
+    // A producer that sent µs (accepted: at most 8.64e15), and a stored event from before that bound (up to 2^53 - 1).
+    (fake.quarantined[0]!.event as { observedAt: number }).observedAt = 1_700_000_000_000 * 1000;
+    (fake.quarantined[1]!.event as { observedAt: number }).observedAt = Number.MAX_SAFE_INTEGER;
+    await mountReview();
+
+    inspectButton(micro!).click();
+    expect(fact("Observed at")?.textContent).toBe("+055840-11-08 22:13:20 UTC");
+    expect(fact("Observed at")?.querySelector("time")?.getAttribute("datetime")).toBe("+055840-11-08T22:13:20.000Z");
+    await button("← Back to the list").click();
+
+    inspectButton(huge!).click();
+    expect(container.querySelector("section.inspect")).not.toBeNull();
+    expect(fact("Observed at")?.textContent).toBe("9007199254740991 ms since the epoch (not a date)");
+    expect(fact("Quarantined at")?.textContent).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+  });
+
+  it("a release refused as not_quarantined (resolved elsewhere) says so, keeps the actions disabled and refreshes the list and stats", async () => {
+    const [id] = fake.seed([{ namespace: "acme", subject: "gone" }]);
+    const changed: string[] = [];
+    const announced: string[] = [];
+    const review = new QuarantineReview({
+      api: new OperatorApi(TOKEN),
+      selection,
+      pageSize: 25,
+      onAuthError: rethrow,
+      onChanged: () => changed.push("stats"),
+      announce: (message) => announced.push(message),
+    });
+    container.append(review.element);
+    await review.reload();
+    inspectButton(id!).click();
+    await expect.poll(() => container.querySelector(".audit .empty")).not.toBeNull();
+    // Another operator discards it meanwhile.
+    fake.quarantined.length = 0;
+    fake.audit.push({ seq: 1, at: 1_700_000_100_000, action: "discard", consumer: selection.consumer as never, requestId: id!, reason: "rejected", actor: "other-operator" });
+    const listReads = fake.requestsTo("/quarantined", "GET").length;
+
+    await button("Release…").click();
+    await button("Release").click();
+    await expect.poll(() => container.querySelector(".inspect .banner:not([hidden])")?.textContent ?? "").toContain("is no longer quarantined");
+    const banner = container.querySelector(".inspect .banner")!;
+    expect(banner.className).toContain("info");
+    expect(banner.textContent).toContain("Nothing was released here");
+    expect([button("Release…"), button("Discard…")].map((control) => (control.element() as HTMLButtonElement).disabled)).toEqual([true, true]);
+    expect(changed).toEqual(["stats"]);
+    expect(announced).toHaveLength(1);
+    await expect.poll(() => container.querySelector(".audit tbody tr")?.textContent ?? "").toContain("other-operator");
+    await expect.poll(() => fake.requestsTo("/quarantined", "GET").length).toBe(listReads + 1);
+    await button("← Back to the list").click();
+    await listIdle();
+    expect(rows()).toHaveLength(0);
+  });
+
+  it("follows the audit cursor: an event with more entries than a page shows them all, up to 3,000, then offers the rest", async () => {
+    const [id] = fake.seed([{ namespace: "acme", subject: "busy" }]);
+    for (let seq = 1; seq <= 3100; seq++) {
+      fake.audit.push({ seq, at: 1_700_000_000_000 + seq, action: seq % 2 ? "release" : "discard", consumer: selection.consumer as never, requestId: id!, reason: "rejected", actor: `ops-${seq}` });
+    }
+    await mountReview();
+    inspectButton(id!).click();
+    const auditRows = () => [...container.querySelectorAll<HTMLTableRowElement>(".audit tbody tr")];
+    await expect.poll(() => auditRows().length).toBe(3000);
+    expect([auditRows()[0]!.cells[0]!.textContent, auditRows().at(-1)!.cells[0]!.textContent]).toEqual(["1", "3000"]);
+    expect(fake.requestsTo(`/journals/${JOURNAL}/audit`).map((request) => request.query["after"] ?? null)).toEqual([null, "a1.1000", "a1.2000"]);
+    expect(container.querySelector(".audit-more")?.textContent).toContain("The oldest 3,000 entries are shown; newer ones exist");
+
+    await button("Load more audit entries").click();
+    await expect.poll(() => auditRows().length).toBe(3100);
+    expect(auditRows().at(-1)!.cells[0]!.textContent).toBe("3100");
+    expect(container.querySelector(".audit-more")).toBeNull();
+    // The button went away under the focus: it lands on the entries' heading.
+    expect(document.activeElement?.textContent).toBe("Audit entries");
+  });
+});
+
+describe("web UI: export", () => {
+  it("downloads the worker's bytes and counts their lines without reading the export as one string", async () => {
+    fake.seed([1, 2, 3].map((n) => ({ namespace: "export", subject: `e-${n}` })));
+    await mountReview();
+    const read = vi.spyOn(Response.prototype, "text");
+    const blobs: Blob[] = [];
+    const createObjectURL = URL.createObjectURL.bind(URL);
+    const made = vi.spyOn(URL, "createObjectURL").mockImplementation((blob) => {
+      blobs.push(blob as Blob);
+      return createObjectURL(blob);
+    });
+    try {
+      await button("Export NDJSON").click();
+      await expect.poll(() => container.querySelector(".bulk-result")?.textContent).toContain("Exported 3 events");
+      expect(read).not.toHaveBeenCalled();
+      expect(blobs).toHaveLength(1);
+      const lines = (await blobs[0]!.text()).split("\n");
+      expect(lines.slice(0, -1).map((line) => (JSON.parse(line) as QuarantinedEvent).event.orderingKey.subject)).toEqual(["e-3", "e-2", "e-1"]);
+      expect(lines.at(-1)).toBe("");
+    } finally {
+      read.mockRestore();
+      made.mockRestore();
+    }
   });
 });

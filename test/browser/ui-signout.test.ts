@@ -3,9 +3,11 @@
  * against the fake operator routes of ui-fake-api.ts): signing out, by the
  * button or because the worker refused the token, closes every confirmation
  * dialog as a cancel, and a dry run answered after sign-out opens none; the
- * action it would have confirmed is never sent.
+ * action it would have confirmed is never sent. The journals answer of a
+ * session signed out while it loaded opens nothing, sends nothing and leaves
+ * the next session alone. The status toast wraps, takes no clicks and clears.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { page, userEvent } from "vitest/browser";
 import { CONSUMER, FakeApi, JOURNAL, TOKEN } from "./ui-fake-api.js";
 
@@ -25,6 +27,7 @@ beforeAll(async () => {
 });
 
 afterAll(() => fake.uninstall());
+afterEach(() => vi.useRealTimers());
 
 beforeEach(async () => {
   // What a failed test left open (a modal dialog would block this one).
@@ -81,5 +84,77 @@ describe("web UI: sign-out closes confirmation dialogs", () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(openDialogs()).toHaveLength(0);
     expect(acted()).toEqual([]);
+  });
+});
+
+describe("web UI: sign-out while the journals load", () => {
+  /** Sign out, then sign in with the journals answer held; answers the held request. */
+  async function signInHeld() {
+    (button("Sign out").element() as HTMLButtonElement).click();
+    await signInShown();
+    const held = fake.hold((request) => request.route === "/journals");
+    await userEvent.fill(page.getByLabelText("Operator token"), TOKEN);
+    await button("Sign in").click();
+    await held.arrived;
+    (button("Sign out").element() as HTMLButtonElement).click();
+    await signInShown();
+    return held;
+  }
+
+  it("a journals answer arriving after sign-out opens no view and sends nothing with the forgotten token", async () => {
+    const held = await signInHeld();
+    const before = fake.requests.length;
+    held.release();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(fake.requests.slice(before).map((request) => `${request.method} ${request.route}`)).toEqual([]);
+    expect(document.querySelector("#token")).not.toBeNull();
+  });
+
+  it("a journals answer of a signed-out session arriving after the next sign-in leaves that session's views working", async () => {
+    const held = await signInHeld();
+    await userEvent.fill(page.getByLabelText("Operator token"), TOKEN);
+    await button("Sign in").click();
+    await expect.poll(() => document.querySelectorAll(".results tbody tr").length).toBe(2);
+    held.release();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await button("Release all matching…").click();
+    await expect.poll(() => openDialogs().length).toBe(1);
+    await button("Cancel").click();
+    await expect.poll(() => openDialogs().length).toBe(0);
+    expect(acted()).toEqual([]);
+  });
+});
+
+describe("web UI: the status toast", () => {
+  it("wraps a long message within the viewport, lets clicks through to what it covers, and clears after a few seconds", async () => {
+    // More than a page (Older → enabled), the newest with a 513-character key.
+    fake.quarantined.length = 0;
+    const ids = fake.seed([...Array.from({ length: 30 }, (_, i) => ({ namespace: "acme", subject: `user-${i}` })), { namespace: "n".repeat(256), subject: "s".repeat(256) }]);
+    await button("Reload list").click();
+    await page.getByRole("button", { name: `Inspect ${ids[30]}` }).click();
+    await button("Release…").click();
+    await expect.poll(() => openDialogs().length).toBe(1);
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    (button("Release").element() as HTMLButtonElement).click();
+    const toast = document.querySelector<HTMLElement>(".toast")!;
+    await expect.poll(() => toast.textContent).toContain("nnnn");
+    (button("← Back to the list").element() as HTMLButtonElement).click();
+
+    const box = toast.getBoundingClientRect();
+    expect(toast.scrollWidth).toBeLessThanOrEqual(toast.clientWidth);
+    expect(box.left).toBeGreaterThanOrEqual(0);
+    expect(box.right).toBeLessThanOrEqual(innerWidth);
+    expect(box.height).toBeLessThan(200);
+    // A status message, not a control: a click at its centre, or on the pager under it, reaches the page.
+    expect(document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2)).not.toBe(toast);
+    const older = button("Older →").element() as HTMLButtonElement;
+    older.scrollIntoView({ block: "end" });
+    const olderBox = older.getBoundingClientRect();
+    expect(document.elementFromPoint(olderBox.left + olderBox.width / 2, olderBox.top + olderBox.height / 2)).toBe(older);
+    expect(toast.getAttribute("aria-live")).toBe("polite");
+
+    vi.advanceTimersByTime(10_000);
+    expect(toast.textContent).toBe("");
+    expect(getComputedStyle(toast).display).toBe("none");
   });
 });

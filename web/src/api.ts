@@ -151,15 +151,26 @@ export class OperatorApi {
     return this.#json("POST", `${consumerPath(journal, consumer)}/quarantined/bulk`, { body });
   }
 
-  /** The NDJSON export (one `QuarantinedEvent` per line, with its attempts) of everything matching `filter`. */
-  async exportNdjson(journal: string, consumer: string, filter: QuarantineFilter): Promise<string> {
+  /**
+   * The NDJSON export (one `QuarantinedEvent` per line, with its attempts) of
+   * everything matching `filter`, as the bytes the worker sent (never decoded
+   * into one string).
+   */
+  async exportNdjson(journal: string, consumer: string, filter: QuarantineFilter): Promise<Blob> {
     const response = await this.#fetch("GET", `${consumerPath(journal, consumer)}/quarantined/export`, { query: filterFields(filter) });
-    return response.text();
+    try {
+      return await response.blob();
+    } catch (error) {
+      throw new ApiError(0, "network", `The export could not be read: ${error instanceof Error ? error.message : String(error)}`);
+    }
   }
 
-  /** Audit entries of one event (all consumers), oldest first. */
-  audit(journal: string, requestId: string): Promise<AuditPage> {
-    return this.#json("GET", `${journalPath(journal)}/audit`, { query: { requestId, limit: 100 } });
+  /**
+   * One page of the audit entries of one event (all consumers), oldest first;
+   * continue with `after` = the page's `nextCursor` until it is null.
+   */
+  audit(journal: string, requestId: string, after: string | null = null, limit = 1000): Promise<AuditPage> {
+    return this.#json("GET", `${journalPath(journal)}/audit`, { query: { requestId, limit, after } });
   }
 
   async #json<T>(method: "GET" | "POST", path: string, options: { query?: Query; body?: unknown } = {}): Promise<T> {

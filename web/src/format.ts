@@ -4,16 +4,31 @@
  * clock.
  */
 
-/** `2026-11-29 23:40:12 UTC` from epoch ms. */
-export function formatTime(ms: number): string {
-  if (!Number.isFinite(ms)) return "—";
-  const iso = new Date(ms).toISOString();
-  return `${iso.slice(0, 10)} ${iso.slice(11, 19)} UTC`;
+/** The largest |epoch ms| a `Date` holds (±100,000,000 days); stored events may be later (up to 2^53 - 1). */
+const MAX_DATE_MS = 8_640_000_000_000_000;
+
+/** The ISO string of `ms`, or null when no `Date` holds it (`toISOString` would throw). */
+function isoOf(ms: number): string | null {
+  return Number.isFinite(ms) && Math.abs(ms) <= MAX_DATE_MS ? new Date(ms).toISOString() : null;
 }
 
-/** A `<time>` element for `ms`, machine-readable in `datetime`. */
+/**
+ * `2026-11-29 23:40:12 UTC` from epoch ms; a year past 9999 (or before 0) in
+ * the ISO expanded form, `+055840-11-08 22:13:20 UTC`. A time no date can
+ * hold is shown as its number: `9007199254740991 ms since the epoch (not a date)`.
+ */
+export function formatTime(ms: number): string {
+  if (!Number.isFinite(ms)) return "—";
+  const iso = isoOf(ms);
+  if (iso === null) return `${ms} ms since the epoch (not a date)`;
+  // Split at "T": the date part is longer than 10 characters for a 5-6 digit or signed year.
+  const [date, time = ""] = iso.split("T");
+  return `${date} ${time.slice(0, 8)} UTC`;
+}
+
+/** A `<time>` element's `datetime` for `ms`; empty when no date holds it. */
 export function isoTime(ms: number): string {
-  return Number.isFinite(ms) ? new Date(ms).toISOString() : "";
+  return isoOf(ms) ?? "";
 }
 
 /** A duration in the largest two units that matter: `850 ms`, `42 s`, `3 min 20 s`, `2 h 5 min`, `3 d 4 h`. */

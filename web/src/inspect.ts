@@ -1,16 +1,22 @@
 /**
  * The inspect view of one quarantined event: its record as formatted JSON,
- * its attempt history, the audit entries recorded for it, and the two
+ * its attempt history, the audit entries recorded for it (following the
+ * audit log's cursor, up to `AUDIT_BATCH` at a time), and the two
  * operator actions (release, discard), each confirmed in a dialog first.
  * Every value from the event is rendered as text.
  */
 import type { Attempt, AuditEntry, QuarantinedEvent } from "../../src/journal/types.js";
-import { AuthError, describeError, type OperatorApi } from "./api.js";
+import { ApiError, AuthError, describeError, type OperatorApi } from "./api.js";
 import { confirmAction } from "./confirm-dialog.js";
 import { button, el, replaceChildren, type Child } from "./dom.js";
-import { formatTime, isoTime } from "./format.js";
+import { formatCount, formatTime, isoTime } from "./format.js";
 import type { Selection } from "./session.js";
 import { displayValue, jsonDisplay, keyDisplay, revealed } from "./text.js";
+
+/** Audit entries asked for per request (the worker's most). */
+const AUDIT_PAGE = 1000;
+/** Audit entries read before the view shows them and offers "Load more" for the rest. */
+const AUDIT_BATCH = 3000;
 
 /** What the inspect view needs from the page. */
 export interface InspectOptions {
@@ -50,7 +56,7 @@ export function inspectView(options: InspectOptions): HTMLElement {
   const banner = el("div", { class: "banner", role: "status", tabindex: -1, hidden: true });
   const audit = el("div", { class: "audit", "aria-live": "polite" });
 
-  const showBanner = (tone: "success" | "error", ...text: Child[]) => {
+  const showBanner = (tone: "success" | "info" | "error", ...text: Child[]) => {
     banner.hidden = false;
     banner.className = `banner ${tone}`;
     banner.setAttribute("role", tone === "error" ? "alert" : "status");
@@ -87,6 +93,20 @@ export function inspectView(options: InspectOptions): HTMLElement {
       else await api.discard(selection.journal, selection.consumer, requestId);
     } catch (error) {
       if (error instanceof AuthError) return options.onAuthError(error);
+      if (error instanceof ApiError && error.code === "not_quarantined") {
+        // Released or discarded elsewhere (another operator, a bulk action) since the list was read:
+        // nothing is left to act on here, so the buttons stay disabled and the list and stats are read again.
+        const done = action === "release" ? "released" : "discarded";
+        showBanner(
+          "info",
+          "Event ",
+          codeText(shownId),
+          ` is no longer quarantined: it was released or discarded elsewhere (see the audit entries below). Nothing was ${done} here; the list and counts are updated.`,
+        );
+        options.onResolved(`${shownId} is no longer quarantined: it was released or discarded elsewhere. Nothing was ${done} here.`);
+        await loadAudit();
+        return;
+      }
       releaseButton.disabled = false;
       discardButton.disabled = false;
       showBanner("error", `Could not ${action} the event: ${describeError(error)}`);
@@ -110,25 +130,77 @@ export function inspectView(options: InspectOptions): HTMLElement {
   const releaseButton = button("Release…", () => void act("release"), { class: "button primary" });
   const discardButton = button("Discard…", () => void act("discard"), { class: "button danger" });
 
-  const loadAudit = async () => {
-    replaceChildren(audit, el("p", { class: "muted", "aria-busy": "true" }, "Loading audit entries…"));
+  // The audit entries read so far (oldest first), and the cursor of the rest (null: all read).
+  let auditEntries: AuditEntry[] = [];
+  let auditCursor: string | null = null;
+  let auditSeq = 0;
+  let auditLoading = false;
+  const auditHeading = el("h3", { tabindex: -1 }, "Audit entries");
+  // Not disabled while it loads (that would drop its focus): aria-disabled, and a click meanwhile does nothing.
+  const moreAuditButton = button(
+    "Load more audit entries",
+    () => {
+      if (!auditLoading) void loadAudit(true);
+    },
+    { class: "button small" },
+  );
+
+  const renderAudit = () => {
+    replaceChildren(
+      audit,
+      auditEntries.length === 0 ? el("p", { class: "empty" }, "No operator action has been recorded for this event yet.") : auditTable(auditEntries),
+      auditCursor === null
+        ? null
+        : el(
+            "p",
+            { class: "banner info audit-more" },
+            `The oldest ${formatCount(auditEntries.length)} entries are shown; newer ones exist and are not shown yet. `,
+            moreAuditButton,
+          ),
+    );
+  };
+
+  /** Read the audit entries (all of them, or up to `AUDIT_BATCH` more with "Load more"), following the worker's cursor. */
+  const loadAudit = async (more = false) => {
+    const seq = ++auditSeq;
+    auditLoading = true;
+    if (more) {
+      moreAuditButton.setAttribute("aria-disabled", "true");
+      audit.setAttribute("aria-busy", "true");
+    } else {
+      auditEntries = [];
+      auditCursor = null;
+      replaceChildren(audit, el("p", { class: "muted", "aria-busy": "true" }, "Loading audit entries…"));
+    }
     try {
-      const page = await api.audit(selection.journal, requestId);
-      const entries = page.items.filter((entry) => entry.requestId === requestId);
-      replaceChildren(
-        audit,
-        entries.length === 0
-          ? el("p", { class: "empty" }, "No operator action has been recorded for this event yet.")
-          : auditTable(entries),
-      );
+      let read = 0;
+      do {
+        const page = await api.audit(selection.journal, requestId, auditCursor, AUDIT_PAGE);
+        if (seq !== auditSeq) return;
+        auditEntries.push(...page.items.filter((entry) => entry.requestId === requestId));
+        auditCursor = page.nextCursor;
+        read += page.items.length;
+      } while (auditCursor !== null && read < AUDIT_BATCH);
     } catch (error) {
+      if (seq !== auditSeq) return;
       if (error instanceof AuthError) return options.onAuthError(error);
       replaceChildren(
         audit,
         el("p", { class: "banner error", role: "alert" }, `Audit entries could not be loaded: ${describeError(error)}`),
         button("Retry", () => void loadAudit(), { class: "button" }),
       );
+      return;
+    } finally {
+      if (seq === auditSeq) {
+        auditLoading = false;
+        moreAuditButton.removeAttribute("aria-disabled");
+        audit.removeAttribute("aria-busy");
+      }
     }
+    const hadFocus = document.activeElement === moreAuditButton;
+    renderAudit();
+    // "Load more" keeps focus while more remain; once all are read, focus moves to the heading of the entries.
+    if (hadFocus) (moreAuditButton.isConnected ? moreAuditButton : auditHeading).focus();
   };
 
   const view = el(
@@ -154,7 +226,7 @@ export function inspectView(options: InspectOptions): HTMLElement {
     el("pre", { class: "json", tabindex: 0, "aria-label": "Record as JSON" }, jsonDisplay(item.event.record)),
     el("h3", {}, "Attempt history"),
     item.attempts.length === 0 ? el("p", { class: "empty" }, "No delivery attempt is recorded for this event.") : attemptsTable(item.attempts),
-    el("h3", {}, "Audit entries"),
+    auditHeading,
     audit,
   );
   void loadAudit();

@@ -20,6 +20,8 @@ const root = document.getElementById("app")!;
 const settings = new URLSearchParams(location.search);
 const sampleMs = clampedInteger(settings.get("sampleMs"), 1000, 60_000, 5000);
 const pageSize = clampedInteger(settings.get("pageSize"), 1, 200, 25);
+/** How long the status toast shows a message. */
+const TOAST_MS = 6000;
 
 /** The token of this tab; mirrors sessionStorage (or stands in for it when storage is disabled). */
 let token: string | null = loadToken();
@@ -132,14 +134,22 @@ async function showApp(): Promise<void> {
     content,
     status,
   );
+  // The toast says what was done, then clears: the page's banners keep the full outcome.
+  let toastTimer: ReturnType<typeof setTimeout> | undefined;
   const announce = (message: string) => {
     status.textContent = message;
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(() => {
+      status.textContent = "";
+    }, TOAST_MS);
   };
 
   let journals: readonly JournalInfo[];
   try {
     journals = await api.journals();
   } catch (error) {
+    // Signed out (or signed in again) while the journals loaded: this session does nothing more.
+    if (current !== session) return;
     if (error instanceof AuthError) return onAuthError(error);
     replaceChildren(
       content,
@@ -148,6 +158,9 @@ async function showApp(): Promise<void> {
     );
     return;
   }
+  // A late answer of a session signed out since: opening its views would poll with the old
+  // token off-screen, and closing "the open views" would close the next session's.
+  if (current !== session) return;
 
   if (journals.length === 0) {
     replaceChildren(content, el("div", { class: "panel empty" }, el("h2", {}, "No journals"), el("p", {}, "This worker serves no journal yet, so there is nothing to review.")));
@@ -155,6 +168,7 @@ async function showApp(): Promise<void> {
   }
 
   const open = (selection: Selection) => {
+    if (current !== session) return;
     closeViews();
     saveSelection(selection);
     const overview = new Overview({ api, selection, sampleMs, onAuthError });

@@ -454,19 +454,20 @@ export class QuarantineReview {
     const filter = await this.#filterToActOn();
     if (this.#closed) return;
     this.#showBulk("info", "Exporting (", ...this.#filterText(filter), ")…");
-    let text: string;
+    let ndjson: Blob;
+    let count: number;
     try {
-      text = await api.exportNdjson(selection.journal, selection.consumer, filter);
+      ndjson = await api.exportNdjson(selection.journal, selection.consumer, filter);
+      count = await countLines(ndjson);
     } catch (error) {
       if (error instanceof AuthError) return this.#options.onAuthError(error);
       this.#showBulk("error", `The export failed: ${describeError(error)}`);
       return;
     }
     if (this.#closed) return;
-    const count = text.split("\n").filter((line) => line.trim() !== "").length;
     const stamp = new Date().toISOString().replace(/[:.]/g, "-");
     const filename = `quarantine-${selection.journal}-${selection.consumer}-${stamp}.ndjson`.replace(/[^A-Za-z0-9._-]/g, "_");
-    const url = URL.createObjectURL(new Blob([text], { type: "application/x-ndjson" }));
+    const url = URL.createObjectURL(new Blob([ndjson], { type: "application/x-ndjson" }));
     const link = el("a", { href: url, download: filename, hidden: true });
     document.body.append(link);
     link.click();
@@ -477,6 +478,27 @@ export class QuarantineReview {
     this.#showBulk("success", message);
     announce(message);
   }
+}
+
+/** The NDJSON lines of `blob` holding more than blanks, counted as its bytes stream by (no copy as a string). */
+async function countLines(blob: Blob): Promise<number> {
+  const reader = blob.stream().getReader();
+  let count = 0;
+  let filled = false;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    for (let index = 0; index < value.length; index++) {
+      const byte = value[index];
+      if (byte === 0x0a) {
+        if (filled) count++;
+        filled = false;
+      } else if (byte !== 0x20 && byte !== 0x09 && byte !== 0x0d) {
+        filled = true;
+      }
+    }
+  }
+  return filled ? count + 1 : count;
 }
 
 /** The journal error code of a bulk failure, when it has one. */
