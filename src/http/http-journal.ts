@@ -42,7 +42,14 @@
  *   request of up to `batching.maxEvents` (default 100) and of at most the
  *   worker's 1 MiB body cap; each caller still gets its own result or error,
  *   in call order. One client sends its requests one after another, so calls
- *   of one ordering key are journaled in call order. When the worker refuses a
+ *   of one ordering key are journaled in call order. With `batching: false`,
+ *   each append is its own request, and the requests of different ordering
+ *   keys go concurrently; one of a key leaves only once the previous append of
+ *   that key (or `appendBatch` holding it) from this client has settled, so
+ *   they too are journaled in call order. `appendBatch` keeps the same order
+ *   with appends in either mode: it waits for the unsettled appends (and
+ *   batches) of its events' keys, and a later append of one of those keys
+ *   waits for it; calls sharing no key with it are not held. When the worker refuses a
  *   coalesced request as a whole (413 over its body cap, 403
  *   `forbidden_namespace` for one event's namespace), its appends are sent
  *   again one by one, each for its own answer. `appendBatch` splits a batch
@@ -65,7 +72,7 @@ import {
   checkQuarantine,
 } from "../journal/arguments.js";
 import { BackendError, InvalidArgumentError, JournalError } from "../journal/errors.js";
-import { checkCapacity, checkInteger, checkJournalName, checkUsageEvent, parseConsumerId, storedUsageEvent } from "../journal/event.js";
+import { checkCapacity, checkInteger, checkJournalName, checkUsageEvent, orderingKeyText, parseConsumerId, storedUsageEvent } from "../journal/event.js";
 import type {
   AckResult,
   AppendResult,
@@ -169,10 +176,16 @@ export interface HttpJournalOptions {
    * `TimeoutFailure`; like a network failure, it is retried for idempotent
    * calls only, since the server may have acted on it. Batched appends go
    * out one request after another (for call order), so with `0` a request
-   * that never answers also holds every later `append` of this client.
+   * that never answers also holds every later `append` of this client (with
+   * `batching: false`, every later `append` and `appendBatch` of its ordering
+   * key).
    */
   readonly timeoutMs?: number;
-  /** `false` sends every append on its own. */
+  /**
+   * `false` sends every append on its own: appends of different ordering keys
+   * go concurrently, and one of a key waits for the previous one of that key
+   * to settle (call order, see the module comment).
+   */
   readonly batching?: BatchingOptions | false;
   /** Waits between retries (default `setTimeout`); injectable for tests. A function, else `InvalidArgumentError`. */
   readonly sleep?: (ms: number) => Promise<void>;
@@ -205,6 +218,17 @@ export interface HttpCallOptions {
    * because the server may or may not have acted on a request in flight).
    */
   readonly signal?: AbortSignalLike | undefined;
+}
+
+/**
+ * The last append or `appendBatch` of an ordering key not yet settled: a later
+ * call of that key waits for `settled` (see `HttpJournal.inKeyOrder`).
+ */
+interface KeyTail {
+  /** Settles (never rejects) when the call does. */
+  settled: Promise<void>;
+  /** Whether the call is an append in the batching queue already, sent before anything queued after it. */
+  queued: boolean;
 }
 
 interface QueuedAppend {
@@ -328,6 +352,8 @@ export class HttpJournal implements UsageJournal {
   private flushTimer: ReturnType<typeof setTimeout> | null = null;
   /** Whether {@link HttpJournal.pump} is sending the queue (it takes what is queued meanwhile). */
   private pumping = false;
+  /** Per ordering key (its text), the last call holding it not yet settled; forgotten once it settles (see {@link HttpJournal.inKeyOrder}). */
+  private readonly keyTails = new Map<string, KeyTail>();
 
   /**
    * Ask the server for the journal's capacity and mode, and return a client.
@@ -483,15 +509,62 @@ export class HttpJournal implements UsageJournal {
    */
   async append(event: UsageEvent): Promise<AppendResult> {
     const checked = checkUsageEvent(event);
-    if (!this.batching) return this.sendOne(checked);
+    const keys = [orderingKeyText(checked)];
+    if (!this.batching) return this.inKeyOrder(keys, false, () => this.sendOne(checked));
     const bytes = wireBytes(checked);
-    return new Promise<AppendResult>((resolve, reject) => {
-      this.queue.push({ event: checked, bytes, resolve, reject });
-      // A running pump takes it after the request in flight.
-      if (this.pumping) return;
-      if (this.queue.length >= this.batchMax) this.flush();
-      else this.flushTimer ??= setTimeout(() => this.flush(), this.batchDelayMs);
+    return this.inKeyOrder(keys, true, (tail) =>
+      new Promise<AppendResult>((resolve, reject) => {
+        this.queue.push({ event: checked, bytes, resolve, reject });
+        tail.queued = true;
+        // A running pump takes it after the request in flight.
+        if (this.pumping) return;
+        if (this.queue.length >= this.batchMax) this.flush();
+        else this.flushTimer ??= setTimeout(() => this.flush(), this.batchDelayMs);
+      }),
+    );
+  }
+
+  /**
+   * Run `start` once every unsettled earlier call of this client holding one
+   * of the ordering `keys` has settled (at once when there is none), and make
+   * it the call later ones of those keys wait for: calls of one key are
+   * journaled in call order, whatever their requests' timing (a request in
+   * flight may be overtaken by a later one). A call that joins the batching
+   * queue (`joinsQueue`) need not wait for appends in the queue already: the
+   * queue is sent in order. A key is forgotten once its last call settles, so
+   * memory follows the calls in flight, not the keys ever used. `start` gets
+   * the call's tail, to mark it queued. An abort of `signal` ends the wait
+   * (an `appendBatch` abandoned by its caller).
+   */
+  private inKeyOrder<T>(keys: readonly string[], joinsQueue: boolean, start: (tail: KeyTail) => Promise<T>, signal?: AbortSignalLike): Promise<T> {
+    const unique = [...new Set(keys)];
+    const before = new Set<KeyTail>();
+    for (const key of unique) {
+      const tail = this.keyTails.get(key);
+      if (tail !== undefined && !(joinsQueue && tail.queued)) before.add(tail);
+    }
+    const tail: KeyTail = { settled: Promise.resolve(), queued: false };
+    let result: Promise<T>;
+    if (before.size === 0) result = start(tail);
+    else {
+      let waited: Promise<unknown> = Promise.all([...before].map((earlier) => earlier.settled));
+      // The wait never fails: it rejects only when the caller abandons the call (`appendBatch`), as a wait between tries would.
+      if (signal) {
+        waited = untilAborted(waited, signal).catch(() => {
+          throw abandoned({ path: "/append-batch" }, signal);
+        });
+      }
+      result = waited.then(() => start(tail));
+    }
+    tail.settled = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    for (const key of unique) this.keyTails.set(key, tail);
+    void tail.settled.then(() => {
+      for (const key of unique) if (this.keyTails.get(key) === tail) this.keyTails.delete(key);
     });
+    return result;
   }
 
   private async sendOne(event: UsageEvent): Promise<AppendResult> {
@@ -567,6 +640,11 @@ export class HttpJournal implements UsageJournal {
    * key's events are still journaled in order. An event over the cap on its
    * own goes alone, and the worker refuses it with 413.
    *
+   * Against this client's other appends, the batch keeps call order per
+   * ordering key: it leaves once the appends and batches of its events' keys
+   * called before it have settled, and appends or batches of those keys called
+   * after it wait for it to settle (calls of other keys are not held).
+   *
    * Each request is its own transaction on the server, so a batch sent in
    * several is not journaled at once: per event, nothing changes (each is
    * accepted or refused on its own, as in one request), but when a part
@@ -587,12 +665,17 @@ export class HttpJournal implements UsageJournal {
     const checked = checkBatch(events);
     const valid = checked.filter((event): event is UsageEvent => !(event instanceof JournalError));
     const sizes = valid.map(wireBytes);
-    const sent: BatchAppendResult[] = [];
-    // At least one request, even when nothing in it is valid: the journal's batch still runs (its opportunistic pruning included).
-    do {
-      const count = requestLength(sizes.slice(sent.length), Infinity);
-      sent.push(...(await this.sendBatch(valid.slice(sent.length, sent.length + count), signal)));
-    } while (sent.length < valid.length);
+    const send = async () => {
+      const sent: BatchAppendResult[] = [];
+      // At least one request, even when nothing in it is valid: the journal's batch still runs (its opportunistic pruning included).
+      do {
+        const count = requestLength(sizes.slice(sent.length), Infinity);
+        sent.push(...(await this.sendBatch(valid.slice(sent.length, sent.length + count), signal)));
+      } while (sent.length < valid.length);
+      return sent;
+    };
+    // After the unsettled appends and batches of its keys, before later ones (call order per key, see the module comment).
+    const sent = await this.inKeyOrder(valid.map(orderingKeyText), false, send, signal);
     let next = 0;
     return checked.map((event) => (event instanceof JournalError ? { status: "rejected", error: event } : sent[next++]!));
   }
@@ -720,7 +803,7 @@ class TimeoutFailure extends Error {
 }
 
 /** The error of a call its caller abandoned: `cause` is the signal's reason; retryable, as a request in flight may or may not have been acted on. */
-function abandoned(call: Call<unknown>, signal: AbortSignalLike): BackendError {
+function abandoned(call: Pick<Call<unknown>, "path">, signal: AbortSignalLike): BackendError {
   return new BackendError(`the request to ${call.path || "/"} was abandoned by the caller`, { cause: signal.reason, retryable: true });
 }
 

@@ -17,12 +17,13 @@ import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { HTTPException } from "hono/http-exception";
 import { createUsageEvent, parseConsumerId } from "../journal/event.js";
-import type { ClaimOptions, ConsumerId, QuarantinedEvent, QuarantinePage, UsageJournal } from "../journal/types.js";
+import type { BatchAppendResult, ClaimOptions, ConsumerId, QuarantinedEvent, QuarantinePage, UsageJournal } from "../journal/types.js";
 import { encodeBatch, encodeError } from "../journal/wire.js";
 import { MAX_QUARANTINE_QUERY } from "../journal/arguments.js";
-import { InvalidArgumentError, JournalError } from "../journal/errors.js";
+import { InvalidArgumentError, InvalidEventError, JournalError } from "../journal/errors.js";
 import { TokenMatcher, appendsAny, mayAppend, usesJournals, type Principal, type TokenConfig } from "./auth.js";
 import { ApiError, errorAnswer } from "./errors.js";
+import { roundedData } from "./exact-json.js";
 import * as s from "./schemas.js";
 import { MAX_STORE_BODY_BYTES, registerStoreRoutes, storeBodyKind } from "./store-routes.js";
 import type { StoreTable } from "./stores.js";
@@ -43,7 +44,11 @@ export interface AppOptions {
    * The journals served, by the name used in paths (`/v1/journals/{name}`);
    * or a function that makes them for each request (a Worker whose journals
    * hold per-request platform objects, such as Durable Object stubs, which
-   * may not cross requests).
+   * may not cross requests). Each name is 1 to 63 characters of lowercase
+   * letters, digits, `-` and `_`, the only names a path can address: a record
+   * holding another is refused by `createApp` (`InvalidArgumentError`), a
+   * function answering one fails the request with a 500 (`internal`, the name
+   * in the worker's log), the server's misconfiguration.
    */
   readonly journals: JournalTable | (() => JournalTable);
   /** Bearer tokens and their scopes (see `./auth.ts`). */
@@ -121,6 +126,10 @@ function checkAppOptions(options: AppOptions): void {
   if (typeof journals !== "function" && (journals === null || typeof journals !== "object")) {
     throw new InvalidArgumentError("journals", "must be a record of journals by name, or a function returning one");
   }
+  if (typeof journals !== "function") {
+    const unreachable = badJournalName(journals as JournalTable);
+    if (unreachable !== undefined) throw new InvalidArgumentError("journals", unreachableMessage(unreachable));
+  }
   if (auth === null || typeof auth !== "object") throw new InvalidArgumentError("auth", "must be an object { tokens }");
   if (corsOrigins !== undefined) {
     if (!Array.isArray(corsOrigins) || !corsOrigins.every((origin) => typeof origin === "string" && (origin === "*" || ORIGIN.test(origin)))) {
@@ -139,6 +148,19 @@ function checkAppOptions(options: AppOptions): void {
     throw new InvalidArgumentError("stores", "must be a record of stores by name, or a function returning one");
   }
 }
+
+/**
+ * The first name of a journal table that no route can address (a `{journal}`
+ * path segment must pass {@link s.JournalNameSchema}), or `undefined` when
+ * every name can be: such a journal would be listed by `GET /v1/journals` and
+ * answered 400 by every route of its own.
+ */
+function badJournalName(journals: JournalTable): string | undefined {
+  return Object.keys(journals).find((name) => !s.JournalNameSchema.safeParse(name).success);
+}
+
+const unreachableMessage = (name: string) =>
+  `holds the name ${JSON.stringify(name)}, which no route can address: a journal name is 1 to 63 characters of lowercase letters, digits, \`-\` and \`_\``;
 
 /**
  * Where a single-item request failed its schema on a field the journal checks
@@ -197,6 +219,36 @@ function describeIssues(issues: readonly { path: readonly PropertyKey[]; message
 }
 
 /**
+ * For each event `pick` finds in the request's (valid) JSON body, the text of
+ * the first integer literal of its record's `data` that `JSON.parse` rounded
+ * (`./exact-json.ts`), or `undefined`. Always all `undefined` where the
+ * platform gives no source text (Node 20).
+ */
+async function roundedLiterals(c: Context, pick: (body: Record<string, unknown>) => readonly unknown[]): Promise<(string | undefined)[]> {
+  const found = roundedData(await c.req.text());
+  if (found === null) return [];
+  return pick(found.body as Record<string, unknown>).map((event) => {
+    const record = event !== null && typeof event === "object" ? (event as { record?: unknown }).record : undefined;
+    return record !== null && typeof record === "object" ? found.holders.get(record) : undefined;
+  });
+}
+
+/**
+ * The refusal of an event whose `data` holds an integer literal a double does
+ * not hold exactly: the journal's `invalid_event` with `rule` `data`, as for
+ * any other bad data, so a producer learns it instead of its number being
+ * journaled as another.
+ */
+function roundedInteger(requestId: string, literal: string): InvalidEventError {
+  const shown = literal.length > 40 ? `${literal.slice(0, 40)}…` : literal;
+  return new InvalidEventError(
+    requestId,
+    "data",
+    `\`data\` holds the integer ${shown}, beyond 2^53 - 1: it would be journaled as ${String(Number(literal))}; send such numbers as strings`,
+  );
+}
+
+/**
  * The refusal of an append to a namespace the token may not append to: 403
  * `forbidden_namespace`, not `forbidden`, so a client tells it from a token
  * with no append scope at all (a forwarder refuses that one event for good,
@@ -241,7 +293,18 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   const table = (journals: JournalTable) => new Map(Object.entries(journals).map(([name, entry]) => [name, isServed(entry) ? entry : { journal: entry }] as const));
   const fixed = typeof options.journals === "function" ? null : table(options.journals);
-  const makeJournals = typeof options.journals === "function" ? options.journals : null;
+  const journalsOf = typeof options.journals === "function" ? options.journals : null;
+  /**
+   * The table of `options.journals()`, made for one request. A name there that no route can address
+   * is the server's misconfiguration, not the caller's fault: a 500 (`internal`, the name in the
+   * worker's log), not a 400 for every route of that journal.
+   */
+  const makeJournals = (): ReadonlyMap<string, ServedJournal> => {
+    const journals = journalsOf!();
+    const unreachable = journals !== null && typeof journals === "object" ? badJournalName(journals) : undefined;
+    if (unreachable !== undefined) throw new ApiError("internal", `the worker's journals() answered a table that ${unreachableMessage(unreachable)}`);
+    return table(journals);
+  };
   const matcher = new TokenMatcher(options.auth.tokens);
 
   const app = new OpenAPIHono<AppEnv>({
@@ -332,7 +395,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     const principal = await matcher.match(match[1]!);
     if (!principal) throw new ApiError("unauthorized", "the token is not valid");
     c.set("principal", principal);
-    c.set("journals", fixed ?? table(makeJournals!()));
+    c.set("journals", fixed ?? makeJournals());
     return next();
   });
 
@@ -403,7 +466,14 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
 
   remember("get", "/v1/health");
   app.openapi(
-    createRoute({ method: "get", path: "/v1/health", summary: "Liveness (no auth)", responses: { 200: { description: "alive", content: { "application/json": { schema: s.HealthSchema } } } } }),
+    createRoute({
+      method: "get",
+      path: "/v1/health",
+      summary: "Liveness (no auth)",
+      // The document's default is the bearer token; this route answers without one.
+      security: [],
+      responses: { 200: { description: "alive", content: { "application/json": { schema: s.HealthSchema } } } },
+    }),
     (c) => c.json({ ok: true } as never, 200),
   );
 
@@ -487,7 +557,10 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       const entry = journalOf(c, journal);
       const principal = c.get("principal");
       if (!mayAppend(principal, event.record.namespace)) throw forbiddenNamespace(event.record.namespace);
-      const result = await entry.journal.append(createUsageEvent(event as Parameters<typeof createUsageEvent>[0]));
+      const built = createUsageEvent(event as Parameters<typeof createUsageEvent>[0]);
+      const [rounded] = await roundedLiterals(c, (sent) => [sent["event"]]);
+      if (rounded !== undefined) throw roundedInteger(built.id, rounded);
+      const result = await entry.journal.append(built);
       return c.json({ result } as never, 200);
     },
   );
@@ -519,10 +592,17 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
           return null;
         }
       });
-      for (const event of built) {
-        if (event !== null && !mayAppend(principal, event.record.namespace)) throw forbiddenNamespace(event.record.namespace);
+      // A valid event whose data held an integer literal that parsing rounded is rejected in place, as
+      // the journal rejects other bad data, and is not appended (whatever its namespace, like those).
+      const rounded = await roundedLiterals(c, (sent) => sent["events"] as unknown[]);
+      const refused = built.map((event, index) => (event !== null && rounded[index] !== undefined ? roundedInteger(event.id, rounded[index]) : null));
+      for (const [index, event] of built.entries()) {
+        if (event !== null && refused[index] === null && !mayAppend(principal, event.record.namespace)) throw forbiddenNamespace(event.record.namespace);
       }
-      const results = await entry.journal.appendBatch(built.map((event, index) => event ?? (events[index] as never)));
+      const passed = built.map((event, index) => event ?? (events[index] as never)).filter((_, index) => refused[index] === null);
+      const appended = await entry.journal.appendBatch(passed);
+      let next = 0;
+      const results: BatchAppendResult[] = refused.map((error) => (error === null ? appended[next++]! : { status: "rejected", error }));
       return c.json({ results: encodeBatch(results) } as never, 200);
     },
   );

@@ -14,6 +14,7 @@
 import { z } from "@hono/zod-openapi";
 import { MAX_CONSUMER_ID_LENGTH, MAX_EPOCH_MS, MAX_ORDERING_PART_LENGTH } from "../journal/event.js";
 import { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_LEASE_MS } from "../journal/journal.js";
+import { readQueryNumber } from "./store-schemas.js";
 
 /** Most delivery ids one ack request may carry. */
 export const MAX_ACK_BATCH = 1000;
@@ -51,8 +52,15 @@ export const ConsumerSchema = z
   .regex(NAME, "lowercase letters, digits, `-` and `_`")
   .openapi({ example: "billing" });
 
-/** Any JSON value (the record's `data`); the journal checks its depth and size. */
-const JsonSchema: z.ZodType<unknown> = z.unknown().openapi({ description: "any JSON value, at most 32 levels deep and 64 KiB of canonical JSON" });
+/**
+ * Any JSON value (the record's `data`); the journal checks its depth and size.
+ * The append routes also refuse an integer literal a double does not hold
+ * exactly (`./exact-json.ts`), where the platform lets them see it (workerd).
+ */
+const JsonSchema: z.ZodType<unknown> = z.unknown().openapi({
+  description:
+    "any JSON value, at most 32 levels deep and 64 KiB of canonical JSON. An integer beyond 2^53 - 1 must be written as JavaScript writes the number it reads as (as `JSON.stringify` does): any other such literal (a 64-bit counter such as 18446744073709551615) would be journaled as another number, so the event is refused (`invalid_event`, rule `data`; in place in a batch). Send such numbers as strings",
+});
 
 const OrderingPart = z.string().min(1).max(MAX_ORDERING_PART_LENGTH);
 
@@ -252,7 +260,23 @@ export const QuarantinedEventSchema = z
 export const QuarantinePageSchema = z.object({ items: z.array(QuarantinedEventSchema), nextCursor: z.string().nullable() }).openapi("QuarantinePage");
 
 const cursor = z.string().min(1).max(4096);
-const limit = z.coerce.number().int().min(1).max(1000);
+/**
+ * A page size in a query string: plain decimal digits only, read with the
+ * store routes' {@link readQueryNumber}, then an integer from 1 to 1000. Not
+ * `Number(text)`, which would take `1e2`, `0x10`, ` 7`, `7.0` or empty text
+ * as some number the caller did not write.
+ */
+const limit = z
+  .string()
+  .max(64)
+  .transform((text, ctx) => {
+    const value = readQueryNumber(text);
+    if (value !== undefined) return value;
+    ctx.addIssue({ code: "custom", message: "must be a decimal integer from 1 to 1000 (digits only)" });
+    return z.NEVER;
+  })
+  .pipe(z.number().int().min(1).max(1000))
+  .openapi({ type: "integer", minimum: 1, maximum: 1000 });
 
 /** Filters of the quarantine routes (query string). */
 export const QuarantineFilterSchema = z.strictObject({

@@ -211,6 +211,30 @@ describe("HttpJournal: batched appends", () => {
     expect(delivered.map((delivery) => delivery.event.id)).toEqual([events[0]!.id]); // one per key in flight: the first call's
   });
 
+  it("batching: false: an ordering key's appends are journaled in call order, a slow first request notwithstanding; other keys go alongside", async () => {
+    const { client, requests, mostInFlight } = served({ slowFirstMs: 30, batching: false });
+    const [first, second, other] = [event("acme", { call: 0 }), event("acme", { call: 1 }), event("globex", { call: 2 })];
+    const [r1, r2, r3] = await Promise.all([client.append(first), client.append(second), client.append(other)]);
+    expect(r1.position).toBeLessThan(r2.position); // the second waited for the first, slow, request
+    expect(r3.position).toBe(1); // another key's request went while the first was in flight
+    expect(mostInFlight()).toBe(2);
+    expect(requests.map((request) => request.route)).toEqual(["append", "append", "append"]);
+    // Idle again: no key is remembered.
+    expect((client as unknown as { keyTails: Map<string, unknown> }).keyTails.size).toBe(0);
+  });
+
+  it("appendBatch keeps call order with the appends of its keys, batching on or off", async () => {
+    for (const batching of [{}, false] as const) {
+      const { client, journal } = served({ batching, ...(batching === false ? { slowFirstMs: 30 } : {}) });
+      const [e1, e2, e3, e4] = [0, 1, 2, 3].map((call) => event("acme", { call }));
+      const results = await Promise.all([client.append(e1!), client.appendBatch([e2!, event("globex")]), client.append(e3!), client.appendBatch([e4!])]);
+      const positions = [results[0].position, (results[1][0] as AppendResult).position, results[2].position, (results[3][0] as AppendResult).position];
+      expect(positions, `batching ${JSON.stringify(batching)}`).toEqual([...positions].sort((a, b) => a - b));
+      const delivered = await journal.claim(billing, { maxEvents: 10, leaseMs: 1_000, now: 2_000 });
+      expect(delivered.map((delivery) => delivery.event.id)).toContain(e1!.id);
+    }
+  });
+
   /** An event of about 191 KiB of UTF-8 JSON (CJK text: 3 bytes a character): five fit in 1 MiB, six do not. */
   const large = (namespace = "acme") => event(namespace, { text: "漢".repeat(65_000) });
 

@@ -242,6 +242,26 @@ describe("gates and the error mapping", () => {
     expect(() => setup({ maxBodyBytes: 1, corsOrigins: ["*", "http://localhost:8787"], auditActor: "caller" })).not.toThrow();
   });
 
+  it("refuses journal names no route can address: a record's at construction, a journals() function's as the server's fault (500)", async () => {
+    const journal = createJournal(memoryEngine(), { name: "usage" });
+    for (const name of ["Usage.v2", "", "a".repeat(64), "usage/x"]) {
+      expect(() => setup({ journals: { ok: journal, [name]: journal } }), name).toThrow(expect.objectContaining({ code: "invalid_argument", argument: "journals" }) as Error);
+    }
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const { call } = setup({ journals: () => ({ usage: journal, "Usage.v2": journal }) });
+      for (const path of ["/v1/journals", "/v1/journals/Usage.v2", "/v1/journals/usage"]) {
+        const answer = await call("GET", path);
+        expect(answer.status, path).toBe(500);
+        expect(answer.json.error?.code).toBe("internal");
+      }
+      expect((logged.mock.calls[0]?.[1] as Error).message).toContain('"Usage.v2"');
+    } finally {
+      logged.mockRestore();
+    }
+    expect((await setup({ journals: () => ({ usage: journal }) }).call("GET", "/v1/journals/usage")).status).toBe(200);
+  });
+
   it("answers CORS preflights only for configured origins", async () => {
     const { call } = setup({ corsOrigins: ["https://app.example"] });
     const allowed = await call("OPTIONS", "/v1/journals/usage/append", { token: null, headers: { origin: "https://app.example", "access-control-request-method": "POST" } });
@@ -491,5 +511,21 @@ describe("the OpenAPI document", () => {
     broken.paths["/v1/journals/{journal}/claim"]!["post"]!.parameters = "not a list";
     const verdict = await validate(broken as never);
     expect(verdict.valid).toBe(false);
+  });
+
+  it("says health needs no token; the journal routes' ?limit is decimal digits only, as the store routes' query numbers", async () => {
+    const { call, journal } = setup();
+    const doc = (await call("GET", "/v1/openapi.json")).json as { security: unknown; paths: Record<string, Record<string, { security?: unknown }>> };
+    expect(doc.security).toEqual([{ bearer: [] }]);
+    expect(doc.paths["/v1/health"]!["get"]!.security).toEqual([]);
+    await quarantined(journal, 2, ["rejected"]);
+    for (const path of ["/v1/journals/usage/consumers/billing/quarantined", "/v1/journals/usage/audit"]) {
+      expect((await call("GET", `${path}?limit=7`)).status, path).toBe(200);
+      for (const limit of ["1e2", "0x10", " 7", "7.0", "+7", "", "1.5", "0", "1001"]) {
+        const answer = await call("GET", `${path}?limit=${encodeURIComponent(limit)}`);
+        expect(answer.status, `${path} limit=${JSON.stringify(limit)}`).toBe(400);
+        expect(answer.json.error).toMatchObject({ code: "invalid_request", fields: { argument: "limit" } });
+      }
+    }
   });
 });
