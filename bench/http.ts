@@ -7,7 +7,9 @@
  * - HTTP: `HttpJournal` in Node -> `wrangler dev` on 127.0.0.1 (the real
  *   worker of wrangler.toml: the `usage` journal, a `PartitionedJournal` over
  *   4 `JournalPartition` Durable Objects with local SQLite storage, started
- *   with `startDevWorker` on a fresh `--persist-to` directory);
+ *   with `startDevWorker` on a fresh `--persist-to` directory; each append
+ *   reserves its request id at its id-home partition, one more Durable Object
+ *   call, before its key's partition stores it);
  * - in-process app: `HttpJournal` whose fetch is `createApp(...).fetch` over a
  *   memory-engine journal, in this process (Hono routing, zod validation,
  *   JSON both ways, no socket, no Durable Objects);
@@ -151,7 +153,7 @@ async function main(): Promise<void> {
         "- Written by `npx tsx bench/http.ts`. Columns: **HTTP** is `HttpJournal` in Node calling `wrangler dev` on 127.0.0.1 (the worker of wrangler.toml: journal `usage`, a `PartitionedJournal` over 4 Durable Objects with local SQLite storage, so each answer waits for a durable write); " +
           "**in-process app** is the same `HttpJournal` calls with `createApp(...).fetch` as its fetch, over a memory-engine journal in the same process (routing, validation and JSON both ways; no socket, no Durable Objects); " +
           "**direct** is a memory-engine journal (`BILLING_GRADE` capacity; its mode is `telemetry_grade`, the memory engine not being durable) called in process, the in-process baseline available in Node; it never batches (the client batching rows batch on the HTTP sides only). " +
-          "HTTP / direct is what the HTTP layer, the network hop, workerd and Durable Object storage cost together; HTTP / in-process app compares two sides that both do the HTTP layer's work (routing, validation, JSON), so it is what the socket, workerd and Durable Object storage add. " +
+          "HTTP / direct is what the HTTP layer, the network hop, workerd, Durable Object storage and the partitioning (below) cost together; HTTP / in-process app compares two sides that both do the HTTP layer's work (routing, validation, JSON), so it is what the socket, workerd and Durable Object storage add, and the partitioning: the HTTP side's journal is a 4-partition `PartitionedJournal`, whose `append` first reserves the request id at the id's home partition, one more Durable Object call before the one to the key's partition (an `appendBatch` makes one such call per home partition its events' ids fall in), where the in-process app's journal is a single memory-engine journal. " +
           `Median of ${ROUNDS} interleaved rounds; sizes: ${BATCHES} batches of 100, ${fmt(SEQUENTIAL)} sequential appends, ${CONCURRENCY} callers x ${PER_CALLER} appends.`,
         "",
         "| figure | HTTP (wrangler dev) | in-process app (memory journal) | direct (memory journal) | ratio HTTP / direct | ratio HTTP / in-process app |",

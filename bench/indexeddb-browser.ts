@@ -19,7 +19,8 @@ import type { BenchResults, ClaimCostResult, PairResult, QueuePairResult, Reques
 
 const quick = process.env.BENCH_QUICK === "1";
 const root = fileURLToPath(new URL("..", import.meta.url));
-const workboxVersion = (JSON.parse(readFileSync(new URL("../node_modules/workbox-background-sync/package.json", import.meta.url), "utf8")) as { version: string }).version;
+const packageVersion = (name: string) => (JSON.parse(readFileSync(new URL(`../node_modules/${name}/package.json`, import.meta.url), "utf8")) as { version: string }).version;
+const workboxVersion = packageVersion("workbox-background-sync");
 
 function fmt(n: number, digits = 0): string {
   return n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
@@ -97,7 +98,7 @@ async function main(): Promise<void> {
       "## Usage journal over the IndexedDB engine (Chromium)",
       "",
       `- Date: ${new Date().toISOString()}`,
-      `- Browser: headless Chromium ${version} (Playwright, /usr/bin/chromium), ${results.userAgent}`,
+      `- Browser: headless Chromium ${version} (Playwright ${packageVersion("playwright")}, /usr/bin/chromium), ${results.userAgent}; workbox-background-sync ${workboxVersion}`,
       `- Machine: ${cpu}, ${os.cpus().length} cores, ${os.platform()} ${os.release()}${quick ? " (BENCH_QUICK=1: smoke sizes, not the reference figures)" : ""}`,
       "- Written by `npx tsx bench/indexeddb-browser.ts` (bench/browser/bench-main.ts). Ratios are journal / raw `idb` throughput, median of interleaved rounds.",
       "",
@@ -111,16 +112,16 @@ async function main(): Promise<void> {
       pairRow("`appendBatch` of 100, strict, one consumer registered (same baseline)", "batches", results.batchRegistered),
       pairRow("engine vs raw rows: 100 x (awaited get + 5 puts) in one `engine.transact` (vs the same rows as raw records, a request each)", "batches", results.pattern),
       "",
-      `appendBatch target: ratio at least 0.5 (measured ${fmt(results.batch.ratio, 2)} with no consumer registered, ${fmt(results.batchRegistered.ratio, 2)} with one). Strict is the default (\`durable: true\`, journal \`billing_grade\`); relaxed is reported as \`telemetry_grade\`. Per event the journal writes the event and its request-id entry, plus, per registered consumer, its unfinished row and the key's order entry (and a head and ready entry for a key with nothing pending). The engine stores a commit's rows as one record of a log, and every 128 records (or 256 KB) writes them into pages of up to 128 rows or 16 KB (one IndexedDB record each, schema v4), so a batch's rows cost one log record now and, later, a share of a few page writes, where the baseline writes one record per event. A write shortly after the engine's last commit stores that record with no other request: a unique index of the versions each commit was made on refuses a commit on a version another tab already built on (then the body runs again, after reading the version). The last row isolates that: the same rows (one awaited read and five writes per event) through the engine and as raw records.`,
+      `appendBatch target: ratio at least 0.5 (measured ${fmt(results.batch.ratio, 2)} with no consumer registered, ${fmt(results.batchRegistered.ratio, 2)} with one). Strict is the default (\`durable: true\`, journal \`billing_grade\`); relaxed is reported as \`telemetry_grade\`. Rows the journal writes per event (src/journal/layout.ts): with no consumer registered three, the event (\`e\`), its request-id entry (\`i\`) and its by-observed-time entry (\`t\`), plus the meta row (\`m\`) once per batch; with one consumer registered three more, the key's order entry (\`k\`, kept only while a consumer is registered), the consumer's unfinished row (\`u\`) and its by-observed-time entry (\`p\`), and for a key with nothing pending before, a head (\`h\`) and a ready (\`r\`) entry. The engine stores a commit's rows as one record of a log, and every 128 records (or 256 KB) writes them into pages of up to 128 rows or 16 KB (one IndexedDB record each, schema v4), so a batch's rows cost one log record now and, later, a share of a few page writes, where the baseline writes one record per event. A write shortly after the engine's last commit stores that record with no other request: a unique index of the versions each commit was made on refuses a commit on a version another tab already built on (then the body runs again, after reading the version). The last row isolates that: one fixed pattern of rows (one awaited read and five writes per event, shaped like journal rows), written through the engine and, beside it, as raw records, a request each.`,
       "",
-      "### Claim cost as the backlog grows (claim 100 + ackBatch of the 100, 1,000 ordering keys, strict)",
+      `### Claim cost as the backlog grows (claim 100 + ackBatch of the 100, ${fmt(results.small.keys)} ordering keys, strict)`,
       "",
       "| pending events | cycles | mean ms per claim+ack cycle | median ms | median ms: claim + ackBatch |",
       "| ---: | ---: | ---: | ---: | ---: |",
       claimRow(results.small),
       claimRow(results.large),
       "",
-      `Ratio large/small: ${fmt(results.large.msPerCycle / results.small.msPerCycle, 2)} (mean), ${fmt(results.large.medianMsPerCycle / results.small.medianMsPerCycle, 2)} (median); target: within 2x. Each cycle is 2 strict transactions (one claim, one \`ackBatch\`).`,
+      `Ratio large/small: ${fmt(results.large.msPerCycle / results.small.msPerCycle, 2)} (mean), ${fmt(results.large.medianMsPerCycle / results.small.medianMsPerCycle, 2)} (median); target: within 2x. Each cycle is 2 strict transactions (one claim, one \`ackBatch\`). The backlog spans all ${fmt(results.small.keys)} keys throughout (${fmt(results.large.keys)} at ${fmt(results.large.backlog)} pending): its top-ups continue round robin over the keys (checked after each run).`,
       "",
       "### Append + claim + ack vs workbox-background-sync's `Queue` (pushRequest + shiftRequest), same page",
       "",

@@ -17,6 +17,8 @@ export interface PairResult {
 export interface ClaimCostResult {
   readonly backlog: number;
   readonly cycles: number;
+  /** Ordering keys the backlog spans (checked after the cycles). */
+  readonly keys: number;
   readonly msPerCycle: number;
   /** Median of the cycles (less sensitive to a stray fsync stall than the mean). */
   readonly medianMsPerCycle: number;

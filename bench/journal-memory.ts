@@ -5,7 +5,10 @@
  *    drained, beside a bare baseline written here (a Map for dedup and one
  *    array per ordering key: the least code that gives the same deliveries:
  *    at most one in flight per key, oldest position first). Same events, same
- *    run; the figure is the ratio of events per second.
+ *    run; the figure is the ratio of events per second. The baseline takes a
+ *    few ms, so it is timed {@link BASELINE_RUNS} times per run and its median
+ *    is used. Every timed side's deliveries are checked afterwards (untimed):
+ *    each event delivered exactly once, or the run throws.
  *    Beside both, the journal's storage floor: the engine transactions the
  *    journal ran (recorded in an untimed run) replayed on a fresh memory
  *    engine with no journal code, each read awaited as the journal awaits it.
@@ -15,21 +18,27 @@
  *    journal over this engine could reach.
  * 2. Claim cost as the backlog grows: the time of one `claim 100 + ack 100`
  *    cycle over 1,000 and over 100,000 pending events spread over 1,000
- *    ordering keys (the backlog is topped up, untimed, after every cycle).
+ *    ordering keys (the backlog is topped up, untimed, after every cycle; the
+ *    top-ups continue the round robin over the keys, so the backlog spans all
+ *    of them throughout, checked after the run).
  */
 import { memoryEngine } from "../adapters/memory/index.js";
-import { createJournal, createUsageEvent, newRequestId, parseConsumerId, type UsageEvent } from "../src/index.js";
+import { createJournal, createUsageEvent, newRequestId, parseConsumerId, type Delivery, type UsageEvent, type UsageJournal } from "../src/index.js";
 import { compareKeys, type Engine, type EngineTransaction, type Key, type KeyRange, type ScanOptions, type TransactOptions, type TransactionMode } from "../src/engine.js";
 
 const consumer = parseConsumerId("billing");
 const capacity = { maxEvents: 10_000_000, maxDeliveryAttempts: 8, retainAcknowledgedMs: 86_400_000, policy: "refuse" } as const;
 
-function makeEvents(count: number, keys: number, start: number): UsageEvent[] {
+/** How many times {@link pipeline} times the baseline per run (it uses the median). */
+export const BASELINE_RUNS = 5;
+
+/** `count` events over `keys` subjects, round robin from subject `firstKey` (mod `keys`). */
+function makeEvents(count: number, keys: number, start: number, firstKey = 0): UsageEvent[] {
   const events: UsageEvent[] = [];
   for (let i = 0; i < count; i++) {
     events.push(
       createUsageEvent({
-        record: { requestId: newRequestId(start + i), namespace: "acme", subject: `user-${i % keys}`, data: { tokens: i % 97 } },
+        record: { requestId: newRequestId(start + i), namespace: "acme", subject: `user-${(firstKey + i) % keys}`, data: { tokens: i % 97 } },
         observedAt: start + i,
       }),
     );
@@ -173,7 +182,8 @@ async function assertSameData(a: Engine, b: Engine): Promise<void> {
  * over the baseline's is about the most a journal over this engine could
  * reach, its layout cut to the bone and its own code free.
  */
-async function leastEngineWork(engine: Engine, events: readonly UsageEvent[]): Promise<void> {
+async function leastEngineWork(engine: Engine, events: readonly UsageEvent[]): Promise<{ key: Key; value: unknown }[][]> {
+  const delivered: { key: Key; value: unknown }[][] = [];
   let position = 0;
   for (const event of events) {
     await engine.transact("readwrite", async (tx) => {
@@ -189,11 +199,13 @@ async function leastEngineWork(engine: Engine, events: readonly UsageEvent[]): P
     const from = next;
     const batch = await engine.transact("readwrite", async (tx) => {
       const ready = await tx.scan({ prefix: ["j", "least", "e"], lower: ["j", "least", "e", from] }, { limit: 100 });
-      const positions = ready.map((entry) => entry.key[3] as number);
-      for (const at of positions) tx.put(["j", "least", "l", "billing", at], 1);
-      return positions;
+      for (const entry of ready) tx.put(["j", "least", "l", "billing", entry.key[3] as number], 1);
+      return ready;
     });
-    for (const at of batch) {
+    if (batch.length === 0) throw new Error(`least engine work: an empty claim with ${position - next + 1} events left`);
+    delivered.push(batch); // kept for the check after the timing (one push per claim)
+    for (const entry of batch) {
+      const at = entry.key[3] as number;
       await engine.transact("readwrite", async (tx) => {
         await tx.get(["j", "least", "l", "billing", at]);
         tx.delete(["j", "least", "l", "billing", at]);
@@ -202,26 +214,81 @@ async function leastEngineWork(engine: Engine, events: readonly UsageEvent[]): P
     }
     next += batch.length;
   }
+  return delivered;
 }
 
-/** The journal's pipeline: append every event one by one, then claim 100 and ack each until drained. */
-async function journalPipeline(engine: Engine, events: readonly UsageEvent[]): Promise<void> {
+/**
+ * The journal's pipeline: append every event one by one, then claim 100 and
+ * ack each until drained. Answers the claimed batches (one push per claim)
+ * and the journal, for the checks after the timing ({@link assertJournalDelivered}).
+ */
+async function journalPipeline(engine: Engine, events: readonly UsageEvent[]): Promise<{ delivered: Delivery[][]; journal: UsageJournal }> {
   let now = 1_700_000_000_000;
   const journal = createJournal(engine, { name: "bench", capacity, clock: () => now });
   for (const event of events) await journal.append(event);
+  const delivered: Delivery[][] = [];
   let drained = 0;
   while (drained < events.length) {
     now += 1;
     const batch = await journal.claim(consumer, { maxEvents: 100, leaseMs: 30_000, now });
+    if (batch.length === 0) throw new Error(`journal: an empty claim with ${events.length - drained} events left`);
+    delivered.push(batch);
     for (const delivery of batch) await journal.ack(delivery.id);
     drained += batch.length;
   }
+  return { delivered, journal };
+}
+
+/** Throw unless the journal's run delivered every event exactly once and left nothing pending, in flight or quarantined. */
+async function assertJournalDelivered(who: string, events: readonly UsageEvent[], run: { delivered: Delivery[][]; journal: UsageJournal }): Promise<void> {
+  assertDeliveredOnce(who, events, run.delivered.flatMap((batch) => batch.map((delivery) => delivery.event.id)));
+  const stats = await run.journal.stats(consumer);
+  if (stats.pending !== 0 || stats.inFlight !== 0 || stats.quarantined !== 0) {
+    throw new Error(`${who}: drained, but its stats say ${JSON.stringify({ pending: stats.pending, inFlight: stats.inFlight, quarantined: stats.quarantined })}`);
+  }
+}
+
+/** The bare baseline's pipeline: the same steps over {@link BareJournal}. Answers the claimed batches. */
+function barePipeline(events: readonly UsageEvent[]): { event: UsageEvent }[][] {
+  const bare = new BareJournal();
+  for (const event of events) bare.append(event);
+  const delivered: { event: UsageEvent }[][] = [];
+  let drained = 0;
+  while (drained < events.length) {
+    const batch = bare.claim(100);
+    if (batch.length === 0) throw new Error(`baseline: an empty claim with ${events.length - drained} events left`);
+    delivered.push(batch);
+    for (const entry of batch) bare.ack(entry.event.id);
+    drained += batch.length;
+  }
+  return delivered;
+}
+
+/** Throw unless `delivered` (request ids, in delivery order) holds every one of `events` exactly once. */
+function assertDeliveredOnce(who: string, events: readonly UsageEvent[], delivered: readonly string[]): void {
+  const expected = new Set(events.map((event) => event.id));
+  const seen = new Set<string>();
+  for (const id of delivered) {
+    if (!expected.has(id)) throw new Error(`${who} delivered ${id}, which is not one of the ${events.length} events`);
+    if (seen.has(id)) throw new Error(`${who} delivered ${id} twice`);
+    seen.add(id);
+  }
+  if (seen.size !== expected.size) throw new Error(`${who} delivered ${seen.size} of the ${expected.size} events`);
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
 }
 
 export interface PipelineResult {
   events: number;
   journalPerSecond: number;
+  /** From the median of the baseline's {@link BASELINE_RUNS} timings. */
   baselinePerSecond: number;
+  /** The baseline's fastest and slowest of its runs, events/s. */
+  baselineRange: { min: number; max: number };
+  /** baselineMs (median) / journalMs. */
   ratio: number;
   /** The journal's engine transactions replayed alone (see the module comment). */
   replayPerSecond: number;
@@ -231,29 +298,32 @@ export interface PipelineResult {
   callsPerEvent: number;
   /** Transactions per event in the journal's run. */
   transactionsPerEvent: number;
+  /** Engine calls per event of {@link leastEngineWork}, counted as the journal's are (a recorded, untimed run). */
+  leastCallsPerEvent: number;
+  /** Transactions per event of {@link leastEngineWork}, counted likewise. */
+  leastTransactionsPerEvent: number;
 }
 
 export async function pipeline(count: number, keys: number): Promise<PipelineResult> {
   const events = makeEvents(count, keys, 1_700_000_000_000);
-  // Baseline.
-  const bare = new BareJournal();
-  let t0 = performance.now();
-  for (const event of events) bare.append(event);
-  let drained = 0;
-  while (drained < count) {
-    const batch = bare.claim(100);
-    for (const entry of batch) bare.ack(entry.event.id);
-    drained += batch.length;
+  // Baseline: a few ms, so timed several times (fresh each time); the median is used.
+  const baselineTimes: number[] = [];
+  for (let run = 0; run < BASELINE_RUNS; run++) {
+    const t0 = performance.now();
+    const delivered = barePipeline(events);
+    baselineTimes.push(performance.now() - t0);
+    assertDeliveredOnce("the baseline", events, delivered.flatMap((batch) => batch.map((entry) => entry.event.id)));
   }
-  const baselineMs = performance.now() - t0;
+  const baselineMs = median(baselineTimes);
   // Journal.
-  t0 = performance.now();
-  await journalPipeline(memoryEngine(), events);
+  let t0 = performance.now();
+  const journalRun = await journalPipeline(memoryEngine(), events);
   const journalMs = performance.now() - t0;
+  await assertJournalDelivered("the journal", events, journalRun);
   // The same run recorded (untimed), then its transactions replayed alone.
   const log: (Recorded | undefined)[] = [];
   const recorded = memoryEngine();
-  await journalPipeline(recording(recorded, log), events);
+  await assertJournalDelivered("the journal (recorded run)", events, await journalPipeline(recording(recorded, log), events));
   const calls = log.reduce((sum, tx) => sum + tx!.calls.length, 0);
   const transactions = log.length;
   const target = memoryEngine();
@@ -262,24 +332,34 @@ export async function pipeline(count: number, keys: number): Promise<PipelineRes
   const replayMs = performance.now() - t0;
   await assertSameData(recorded, target);
   t0 = performance.now();
-  await leastEngineWork(memoryEngine(), events);
+  const leastDelivered = await leastEngineWork(memoryEngine(), events);
   const leastMs = performance.now() - t0;
+  assertDeliveredOnce("least engine work", events, leastDelivered.flatMap((batch) => batch.map((entry) => (entry.value as UsageEvent).id)));
+  // Least engine work's calls and transactions, counted as the journal's are: a recorded run, untimed.
+  const leastLog: (Recorded | undefined)[] = [];
+  await leastEngineWork(recording(memoryEngine(), leastLog), events);
+  const leastCalls = leastLog.reduce((sum, tx) => sum + tx!.calls.length, 0);
   const perSecond = (ms: number) => (count / ms) * 1000;
   return {
     events: count,
     journalPerSecond: perSecond(journalMs),
     baselinePerSecond: perSecond(baselineMs),
+    baselineRange: { min: perSecond(Math.max(...baselineTimes)), max: perSecond(Math.min(...baselineTimes)) },
     ratio: baselineMs / journalMs,
     replayPerSecond: perSecond(replayMs),
     leastPerSecond: perSecond(leastMs),
     callsPerEvent: calls / count,
     transactionsPerEvent: transactions / count,
+    leastCallsPerEvent: leastCalls / count,
+    leastTransactionsPerEvent: leastLog.length / count,
   };
 }
 
 export interface ClaimCostResult {
   backlog: number;
   cycles: number;
+  /** Ordering keys the backlog spans (checked after the cycles). */
+  keys: number;
   /** Mean ms per cycle. */
   msPerCycle: number;
   /** Median ms per cycle (a collection pause lands on a few cycles, not on the median). */
@@ -288,11 +368,17 @@ export interface ClaimCostResult {
 
 export async function claimCost(backlog: number, keys: number, cycles: number): Promise<ClaimCostResult> {
   let now = 1_700_000_000_000;
-  const journal = createJournal(memoryEngine(), { name: "bench", capacity, clock: () => now });
+  const engine = memoryEngine();
+  const journal = createJournal(engine, { name: "bench", capacity, clock: () => now });
   let serial = 0;
+  // The subjects continue round robin across top-ups, so a top-up of 100 goes to the next 100 keys
+  // (the keys the last claim emptied, at backlog = keys), not always to the first 100.
+  let nextKey = 0;
   const topUp = async (count: number) => {
     for (let done = 0; done < count; done += 1000) {
-      await journal.appendBatch(makeEvents(Math.min(1000, count - done), keys, 1_600_000_000_000 + (serial += 1000) * 10));
+      const size = Math.min(1000, count - done);
+      await journal.appendBatch(makeEvents(size, keys, 1_600_000_000_000 + (serial += 1000) * 10, nextKey));
+      nextKey = (nextKey + size) % keys;
     }
   };
   await topUp(backlog);
@@ -307,6 +393,8 @@ export async function claimCost(backlog: number, keys: number, cycles: number): 
     if (batch.length !== 100) throw new Error(`expected a full claim, got ${batch.length}`);
     await topUp(batch.length);
   }
-  const sorted = [...times].sort((a, b) => a - b);
-  return { backlog, cycles, msPerCycle: times.reduce((a, b) => a + b, 0) / cycles, medianMsPerCycle: sorted[Math.floor(cycles / 2)]! };
+  // Untimed: the backlog still spans every key (the consumer's head rows: one per key with unfinished events).
+  const pendingKeys = (await engine.transact("readonly", (tx) => tx.scan({ prefix: ["j", "bench", "h", consumer] }))).length;
+  if (pendingKeys !== Math.min(keys, backlog)) throw new Error(`after the cycles the backlog spans ${pendingKeys} ordering keys, not ${Math.min(keys, backlog)}`);
+  return { backlog, cycles, keys, msPerCycle: times.reduce((a, b) => a + b, 0) / cycles, medianMsPerCycle: median(times) };
 }

@@ -14,8 +14,9 @@ import type { BenchOptions, BenchResults, ClaimCostResult, PairResult, QueuePair
  * 3. a journal-like pattern of rows through the engine (which packs them into
  *    pages) vs the same rows as raw IndexedDB records, a request each;
  * 4. claim 100 + ackBatch of them at 1,000 and at 50,000 pending events (1,000
- *    ordering keys, strict; the backlog is built with a relaxed engine on the
- *    same database and topped up, untimed, after every cycle);
+ *    ordering keys throughout, strict; the backlog is built with a relaxed
+ *    engine on the same database and topped up, untimed, after every cycle,
+ *    the top-ups continuing round robin over the keys);
  * 5. append + claim + ack of N events vs workbox-background-sync's `Queue`
  *    (`pushRequest` + `shiftRequest`) of N requests carrying the same events
  *    as JSON bodies, the queue browser apps use today;
@@ -34,11 +35,12 @@ const run = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)
 let serial = 0;
 let observed = 1_700_000_000_000;
 
-function makeEvents(count: number, keys: number): UsageEvent[] {
+/** `count` events over `keys` subjects, round robin from subject `firstKey` (mod `keys`). */
+function makeEvents(count: number, keys: number, firstKey = 0): UsageEvent[] {
   return Array.from({ length: count }, (_, i) => {
     observed += 1;
     return createUsageEvent({
-      record: { requestId: newRequestId(observed), namespace: "acme", subject: `user-${i % keys}`, data: { tokens: i % 97, model: "small" } },
+      record: { requestId: newRequestId(observed), namespace: "acme", subject: `user-${(firstKey + i) % keys}`, data: { tokens: i % 97, model: "small" } },
       observedAt: observed,
     });
   });
@@ -351,15 +353,30 @@ async function requestCosts(perRound: number, rounds: number): Promise<RequestCo
   return costs;
 }
 
-/** claim 100 + one ackBatch of them with `backlog` events pending over 1,000 ordering keys. */
+/** Ordering keys of the claim-cost backlog. */
+const CLAIM_KEYS = 1000;
+
+/**
+ * claim 100 + one ackBatch of them with `backlog` events pending over
+ * {@link CLAIM_KEYS} ordering keys. The events' subjects continue round robin
+ * over the keys from one append to the next (backlog and top-ups), so a
+ * top-up of 100 goes to the next 100 keys, and the backlog spans every key
+ * throughout (checked after the cycles).
+ */
 async function claimCost(backlog: number, cycles: number): Promise<ClaimCostResult> {
   const name = dbName("claim");
   let now = 1_800_000_000_000;
   const clock = () => now;
+  let nextKey = 0;
+  const spread = (count: number): UsageEvent[] => {
+    const events = makeEvents(count, CLAIM_KEYS, nextKey);
+    nextKey = (nextKey + count) % CLAIM_KEYS;
+    return events;
+  };
   // Build the backlog fast (relaxed), then measure on a strict engine over the same database.
   const setup = indexedDbEngine({ name, durability: "relaxed" });
   const setupJournal = createJournal(setup, { name: "bench", capacity, clock });
-  for (let done = 0; done < backlog; done += 1000) await setupJournal.appendBatch(makeEvents(Math.min(1000, backlog - done), 1000));
+  for (let done = 0; done < backlog; done += 1000) await setupJournal.appendBatch(spread(Math.min(1000, backlog - done)));
   await setupJournal.claim(consumer, { maxEvents: 1, leaseMs: 1, now }); // register outside the timing
   await setup.close();
 
@@ -376,13 +393,17 @@ async function claimCost(backlog: number, cycles: number): Promise<ClaimCostResu
     times.push(performance.now() - t0);
     claimTimes.push(t1 - t0);
     if (batch.length !== 100) throw new Error(`expected a full claim, got ${batch.length}`);
-    await journal.appendBatch(makeEvents(100, 1000));
+    await journal.appendBatch(spread(100));
   }
+  // Untimed: the backlog still spans every key (the consumer's head rows: one per key with unfinished events).
+  const keys = (await engine.transact("readonly", (tx) => tx.scan({ prefix: ["j", "bench", "h", consumer] }))).length;
+  if (keys !== Math.min(CLAIM_KEYS, backlog)) throw new Error(`after the cycles the backlog spans ${keys} ordering keys, not ${Math.min(CLAIM_KEYS, backlog)}`);
   await engine.close();
   await deleteDatabase(name);
   return {
     backlog,
     cycles,
+    keys,
     msPerCycle: times.reduce((a, b) => a + b, 0) / cycles,
     medianMsPerCycle: median(times),
     medianClaimMs: median(claimTimes),

@@ -16,6 +16,8 @@ import { createJournal, createUsageEvent, parseConsumerId, type Capacity, type U
 
 /** Set by bench/durable-objects/vitest.config.ts from `BENCH_QUICK=1` (workerd has no process.env here). */
 declare const __BENCH_QUICK__: boolean;
+/** Set by bench/durable-objects/vitest.config.ts: the versions this run depends on, read from node_modules. */
+declare const __BENCH_VERSIONS__: { readonly workerd: string; readonly wrangler: string; readonly miniflare: string; readonly vitestPoolWorkers: string; readonly vitest: string };
 const quick = __BENCH_QUICK__;
 const billing = parseConsumerId("billing");
 const ROOMY: Capacity = { maxEvents: 10_000_000, maxDeliveryAttempts: 8, retainAcknowledgedMs: 86_400_000, policy: "refuse" };
@@ -27,8 +29,9 @@ function event(subject: string, now: number): UsageEvent {
   return createUsageEvent({ record: { requestId, namespace: "acme", subject, data: { tokens: n % 1000, model: "m-1" } }, observedAt: now });
 }
 
-function batch(size: number, keys: number): UsageEvent[] {
-  return Array.from({ length: size }, (_, i) => event(`user-${i % keys}`, 1_700_000_000_000));
+/** `size` events over `keys` subjects, round robin from subject `firstKey` (mod `keys`). */
+function batch(size: number, keys: number, firstKey = 0): UsageEvent[] {
+  return Array.from({ length: size }, (_, i) => event(`user-${(firstKey + i) % keys}`, 1_700_000_000_000));
 }
 
 async function timed(run: () => Promise<unknown>): Promise<number> {
@@ -56,7 +59,15 @@ const rowKinds = new Map<string, number>();
 
 it("durable objects benchmark", async () => {
   const lines: string[] = ["## Durable Objects adapter (workerd, local)", ""];
-  lines.push(`Measured in workerd through @cloudflare/vitest-pool-workers (one local process, SQLite on local disk)${quick ? "; BENCH_QUICK=1 smoke sizes" : ""}.`, "");
+  const v = __BENCH_VERSIONS__;
+  lines.push(
+    `- Date: ${new Date().toISOString()}`,
+    `- workerd ${v.workerd} through @cloudflare/vitest-pool-workers ${v.vitestPoolWorkers} (miniflare ${v.miniflare}, wrangler ${v.wrangler} reading test/workers/wrangler.toml; vitest ${v.vitest})`,
+    "- Written by `npm run bench:durable-objects` (bench/durable-objects/journal.bench.ts).",
+    "",
+    `One local workerd process, SQLite on local disk${quick ? "; BENCH_QUICK=1 smoke sizes" : ""}.`,
+    "",
+  );
 
   // 1. appendBatch of 100 into one object vs raw INSERTs of the same rows in the same object.
   const batches = quick ? 10 : 40;
@@ -69,13 +80,25 @@ it("durable objects benchmark", async () => {
     state.storage.sql.exec("CREATE TABLE IF NOT EXISTS raw_events (id TEXT PRIMARY KEY, namespace TEXT, subject TEXT, data TEXT, observed_at INTEGER)");
     state.storage.sql.exec("CREATE TABLE IF NOT EXISTS raw_kv (k BLOB PRIMARY KEY, v TEXT NOT NULL, t INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID");
   });
+  // Rows in the journal's table and in the "same rows" table of `stub`.
+  const rowCounts = () =>
+    runInDurableObject(stub, (_instance, state) => {
+      const exists = (table: string) => state.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", table).toArray().length > 0;
+      // The journal's table is created by its first write.
+      const count = (table: string) => (exists(table) ? Number(state.storage.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`).one().n) : 0);
+      return { journal: count("_isostore_kv"), raw: count("raw_kv") };
+    });
+  // One scratch object records the journal's rows for every round, so its positions continue
+  // round after round as those of the journal in `stub` do: the replay then inserts new rows as
+  // the journal does (a fresh object per round would restart at position 1 and overwrite them).
+  const recorder = host("bench-record");
   for (let round = 0; round < rounds + 1; round++) {
     const forJournal = Array.from({ length: batches }, () => batch(100, 10));
     const forRaw = Array.from({ length: batches }, () => batch(100, 10));
-    // The rows the journal writes for each batch (recorded in a scratch object),
+    // The rows the journal writes for each batch (recorded in the scratch object),
     // to replay as plain single-row INSERTs: the "same rows" baseline.
     const rows: unknown[][][] = [];
-    await runInDurableObject(host(`bench-record-${round}`), async (_instance, state) => {
+    await runInDurableObject(recorder, async (_instance, state) => {
       let current: unknown[][] = [];
       const recording: DurableObjectStorageHandle = {
         sql: {
@@ -93,6 +116,7 @@ it("durable objects benchmark", async () => {
         rows.push(current);
       }
     });
+    const before = await rowCounts();
     const j = await timed(() =>
       runInDurableObject(stub, async (_instance, state) => {
         const journal = createJournal(durableObjectEngine(state.storage), { name: "bench", capacity: ROOMY });
@@ -126,6 +150,11 @@ it("durable objects benchmark", async () => {
         }
       }),
     );
+    // Untimed: the replay added as many new rows to its table as the journal did to its own.
+    const after = await rowCounts();
+    if (after.raw - before.raw !== after.journal - before.journal) {
+      throw new Error(`round ${round}: the journal added ${after.journal - before.journal} rows to its table, the "same rows" replay ${after.raw - before.raw} (of ${rows.flat().length} written)`);
+    }
     rowsPerEvent = rows.reduce((sum, list) => sum + list.length, 0) / (batches * 100);
     rowKinds.clear();
     for (const row of rows.flat()) {
@@ -152,7 +181,7 @@ it("durable objects benchmark", async () => {
   lines.push(
     "### appendBatch(100) into one object vs raw `sql.exec` INSERTs",
     "",
-    `${batches} batches of 100 events per round, median of ${rounds} rounds. Raw paths: one \`transactionSync\` per batch, one single-row \`sql.exec\` INSERT per row, in the same object. "Same rows" replays exactly the rows the journal writes for those events (${fmt(rowsPerEvent, 2)} rows per event; by layout table: ${[...rowKinds].map(([kind, count]) => `\`${kind}\` ${fmt(count / (batches * 100), 2)}`).join(", ")}); "1 row per event" is a plain events table.`,
+    `${batches} batches of 100 events per round, median of ${rounds} rounds. Raw paths: one \`transactionSync\` per batch, one single-row \`sql.exec\` INSERT per row, in the same object. "Same rows" replays exactly the rows the journal writes for those events, recorded by a journal in a scratch object whose positions continue round after round as the measured journal's do, so the replay inserts new rows as the journal does (checked each round: both tables grow by the same number of rows) (${fmt(rowsPerEvent, 2)} rows per event; by layout table: ${[...rowKinds].map(([kind, count]) => `\`${kind}\` ${fmt(count / (batches * 100), 2)}`).join(", ")}); "1 row per event" is a plain events table.`,
     "",
     "| path | events/s |",
     "| --- | ---: |",
@@ -193,10 +222,18 @@ it("durable objects benchmark", async () => {
   const sizes = quick ? [1_000, 10_000] : [1_000, 100_000];
   const claimRounds = quick ? 3 : 7;
   const cyclesPerRound = 5;
+  const claimKeys = 1000;
+  // Per object, the next subject: each fill continues round robin over the keys, so a top-up goes to the
+  // next keys (the ones the last claims emptied, at backlog = keys) and the backlog spans every key throughout.
+  const nextKey = new Map<ReturnType<typeof host>, number>();
   const fill = async (object: ReturnType<typeof host>, count: number, register: boolean): Promise<void> => {
     for (let filled = 0; filled < count; ) {
       const chunk = Math.min(count - filled, 5_000);
-      const events = Array.from({ length: chunk / 100 }, () => batch(100, 1000));
+      const events = Array.from({ length: chunk / 100 }, () => {
+        const first = nextKey.get(object) ?? 0;
+        nextKey.set(object, (first + 100) % claimKeys);
+        return batch(100, claimKeys, first);
+      });
       await runInDurableObject(object, async (_instance, state) => {
         const journal = createJournal(durableObjectEngine(state.storage), { name: "bench", capacity: ROOMY });
         if (register && filled === 0) await journal.claim(billing, { maxEvents: 1, leaseMs: 1, now: 1_700_000_000_000 }); // register first
@@ -235,16 +272,23 @@ it("durable objects benchmark", async () => {
       await fill(object, cyclesPerRound * 100, false);
     }
   }
+  // Untimed: each backlog still spans every key (the consumer's head rows: one per key with unfinished events).
+  for (const [i, object] of objects.entries()) {
+    const keys = await runInDurableObject(object, async (_instance, state) =>
+      (await durableObjectEngine(state.storage).transact("readonly", (tx) => tx.scan({ prefix: ["j", "bench", "h", billing] }))).length,
+    );
+    if (keys !== Math.min(claimKeys, sizes[i]!)) throw new Error(`after the rounds the ${fmt(sizes[i]!)} backlog spans ${keys} ordering keys, not ${Math.min(claimKeys, sizes[i]!)}`);
+  }
   const perEvent = samples.map(median);
   const claimRows = sizes.map((size, i) => `| ${fmt(size)} | ${fmt(perEvent[i]!, 1)} | ${fmt(1e6 / perEvent[i]!)} | ${fmt(Math.min(...samples[i]!), 1)} to ${fmt(Math.max(...samples[i]!), 1)} |`);
   lines.push(
-    "### claim(100) + 100 acks in one partition, by backlog",
+    `### claim(100) + 100 acks in one partition, by backlog (${fmt(claimKeys)} ordering keys)`,
     "",
     "| pending events | µs per claimed+acked event (median round) | events/s | rounds ranged (µs) |",
     "| ---: | ---: | ---: | ---: |",
     ...claimRows,
     "",
-    `Ratio largest / smallest backlog: **${fmt(perEvent[perEvent.length - 1]! / perEvent[0]!, 2)}** (target: within 2x). ${claimRounds} rounds of ${cyclesPerRound} cycles (claim 100, then 100 acks) per size, the sizes alternating round by round; after each round the backlog is topped up, untimed, to its size (each timed claim must return 100).`,
+    `Ratio largest / smallest backlog: **${fmt(perEvent[perEvent.length - 1]! / perEvent[0]!, 2)}** (target: within 2x). ${claimRounds} rounds of ${cyclesPerRound} cycles (claim 100, then 100 acks) per size, the sizes alternating round by round; after each round the backlog is topped up, untimed, to its size (each timed claim must return 100), the top-ups continuing round robin over the keys, so the backlog spans all ${fmt(claimKeys)} keys throughout (checked after the rounds).`,
     "",
   );
 
@@ -277,7 +321,7 @@ it("durable objects benchmark", async () => {
     "",
     `Ratio P=4 / P=1: **${fmt(throughput[1]! / throughput[0]!, 2)}**.`,
     "",
-    "Locally every object runs in the same workerd process on a shared 2-core machine, and with P = 4 each batch of 50 is split into up to 4 RPCs of about 12 events, each paying its own call and write confirmation: so P = 4 is slower here, and this figure says nothing about scaling. On Cloudflare each object is single-threaded and objects scale horizontally, each placed and run independently (Durable Objects FAQ, \"How much work can a single Durable Object do?\"; the limits page caps storage at 10 GB per object, rows at 2 MB and bound parameters at 100 per query), so a journal's append throughput is bounded by one object's request rate and write latency at P = 1 and grows roughly linearly with P while producers spread over many keys and send batches large enough that each partition's share stays well above one event. The price is per-partition positions and capacity, a fan-out of P calls per claim, stats and list, P lookups for a delivery this worker instance has not seen (none when instances share a `PartitionedJournalMemory`), and one more call per append or batch share: the reservation of each request id at its id-home partition, which is what makes a request id re-used under another ordering key a conflict at any P.",
+    "Locally every object runs in the same workerd process on a shared 2-core machine, and with P = 4 each batch of 50 is split into up to 4 RPCs of about 12 events, each paying its own call and write confirmation: so P = 4 is slower here, and this figure says nothing about scaling. On Cloudflare each object is single-threaded and objects scale horizontally, each placed and run independently (Durable Objects FAQ, \"How much work can a single Durable Object do?\"; the limits page caps storage at 10 GB per object, rows at 2 MB and bound parameters at 100 per query), so at P = 1 a journal's append throughput is bounded by one object's request rate and write latency. More partitions spread that load over more objects, so the bound should rise with P while producers spread over many keys and send batches large enough that each partition's share stays well above one event; how much it rises is not measured here (this local run cannot show it; it needs a deployed worker). The price is per-partition positions and capacity, a fan-out of P calls per claim, stats and list, P lookups for a delivery this worker instance has not seen (none when instances share a `PartitionedJournalMemory`), and one more call per append or batch share: the reservation of each request id at its id-home partition, which is what makes a request id re-used under another ordering key a conflict at any P.",
     "",
   );
   console.log(`\n${lines.join("\n")}`);

@@ -14,7 +14,7 @@
  */
 import { indexedDbEngine } from "../../adapters/indexeddb/index.js";
 import { HttpJournal } from "../../src/http/index.js";
-import { BILLING_GRADE, createJournal, createUsageEvent, newRequestId, parseConsumerId, type QuarantinedEvent, type UsageJournal } from "../../src/index.js";
+import { BILLING_GRADE, createJournal, createUsageEvent, newRequestId, parseConsumerId, type JournalStats, type QuarantinedEvent, type UsageJournal } from "../../src/index.js";
 import { browserOnline, createForwarder, type Forwarder, type ForwarderProgress } from "../../src/sync/index.js";
 
 const TOKEN_KEY = "isostore-example-token";
@@ -201,6 +201,8 @@ declare global {
       recordConflict: () => Promise<void>;
       progress: () => ForwarderProgress | null;
       pending: () => Promise<number>;
+      /** The outbox's full stats for the forwarder's consumer (pending, in flight, quarantined, ...). */
+      stats: () => Promise<JournalStats>;
       rejected: () => Promise<readonly QuarantinedEvent[]>;
       stop: () => Promise<void>;
     };
@@ -212,6 +214,7 @@ window.isostoreExample = {
   recordConflict,
   progress: () => forwarder?.progress ?? null,
   pending: async () => (await source.stats(consumer)).pending,
+  stats: () => source.stats(consumer),
   rejected: renderRejected,
   stop: async () => {
     await forwarder?.stop();
