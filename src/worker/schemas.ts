@@ -14,7 +14,7 @@
 import { z } from "@hono/zod-openapi";
 import { MAX_CONSUMER_ID_LENGTH, MAX_EPOCH_MS, MAX_ORDERING_PART_LENGTH } from "../journal/event.js";
 import { MAX_BATCH_EVENTS, MAX_CLAIM_EVENTS, MAX_LEASE_MS } from "../journal/journal.js";
-import { readQueryNumber } from "./store-schemas.js";
+import { queryNumber } from "./store-schemas.js";
 
 /** Most delivery ids one ack request may carry. */
 export const MAX_ACK_BATCH = 1000;
@@ -261,20 +261,12 @@ export const QuarantinePageSchema = z.object({ items: z.array(QuarantinedEventSc
 
 const cursor = z.string().min(1).max(4096);
 /**
- * A page size in a query string: plain decimal digits only, read with the
- * store routes' {@link readQueryNumber}, then an integer from 1 to 1000. Not
- * `Number(text)`, which would take `1e2`, `0x10`, ` 7`, `7.0` or empty text
- * as some number the caller did not write.
+ * A page size in a query string: read as the store routes read numbers
+ * ({@link queryNumber}: decimal digits only, not `Number(text)`, which would
+ * take `1e2`, `0x10`, ` 7`, `7.0` or empty text as some number the caller
+ * did not write), then an integer from 1 to 1000.
  */
-const limit = z
-  .string()
-  .max(64)
-  .transform((text, ctx) => {
-    const value = readQueryNumber(text);
-    if (value !== undefined) return value;
-    ctx.addIssue({ code: "custom", message: "must be a decimal integer from 1 to 1000 (digits only)" });
-    return z.NEVER;
-  })
+const limit = queryNumber("page size")
   .pipe(z.number().int().min(1).max(1000))
   .openapi({ type: "integer", minimum: 1, maximum: 1000 });
 

@@ -76,7 +76,7 @@ export function readQueryNumber(text: string): number | undefined {
 }
 
 /** A number in a query string, read with {@link readQueryNumber}; other text is 400 `invalid_request`. */
-const queryNumber = (description: string) =>
+export const queryNumber = (description: string) =>
   z
     .string()
     .max(64)
