@@ -49,7 +49,9 @@
  * last reserved, a revision and the time it is next due for verification.
  * - `reserve` (one transaction for a list of ids, in order): an unknown id is
  *   recorded (`reserved`); the same fact again is `same` and refreshes the
- *   reservation (new revision, `reservedAt = now`); a different fact is a
+ *   reservation (new revision, `reservedAt = now`); revisions come from one
+ *   counter per home (`["idreg", journal, "rev"]`), so they only grow, also
+ *   for an id forgotten and reserved again; a different fact is a
  *   `conflict` that changes nothing and says whether the entry is *settled*
  *   (`reservedAt + ID_SETTLE_MS <= now`). The answer also lists up to
  *   {@link REGISTRY_DUE_SCAN} entries that are due.
@@ -59,7 +61,8 @@
  *   is settled and whose event its key partition does not hold is forgotten;
  *   one whose event is still held is due again `max(retainAcknowledgedMs,
  *   ID_SETTLE_MS)` later. An entry whose revision changed meanwhile (it was
- *   reserved again) is left alone.
+ *   reserved again, or forgotten and reserved anew: its revision is then
+ *   another, never one it had before) is left alone.
  * An entry is first due at `max(observedAt + retainAcknowledgedMs,
  * reservedAt + ID_SETTLE_MS)`: not before its event could have been pruned,
  * and not while an append sent under the reservation may still be on its way.
@@ -128,7 +131,12 @@ export interface RegistryEntry {
   readonly observedAt: number;
   /** The `now` of the last reservation of this id. */
   readonly reservedAt: number;
-  /** Bumped by every reservation: a verdict about an older revision is ignored. */
+  /**
+   * Drawn from the home's revision counter by every reservation (so it grows
+   * with each one, also across a forget: an id forgotten and reserved again
+   * never gets a revision it had before): a verdict about an older revision
+   * is ignored.
+   */
   readonly rev: number;
   /** When the entry is next verified (also indexed at `["idreg", journal, "d", due, requestId]`). */
   readonly due: number;
@@ -169,13 +177,39 @@ export interface RegistryVerdict {
   readonly held: boolean;
 }
 
+/**
+ * Where a home's revision counter starts (the revision before its first):
+ * above any revision an entry reached when revisions were counted per entry
+ * (from 1 at each first reservation, one more per reservation again), so
+ * that an entry stored then and forgotten now is never succeeded by one with
+ * the same revision.
+ */
+const FIRST_REVISION_COUNTER = 2 ** 32;
+
 /** The id registry's keys and transitions inside one transaction. */
 class IdRegistry {
+  /** The home's revision counter as this transaction left it (read on first use). */
+  private lastRev: number | undefined;
+
   constructor(
     private readonly tx: EngineTransaction,
     private readonly journal: string,
     private readonly retainMs: number,
   ) {}
+
+  /**
+   * The next revision of this home: one more than the last one it issued, to
+   * whatever entry. Revisions are never reused, so a verdict about an entry
+   * that was forgotten (a delayed `settleRegistry`) cannot match the entry
+   * that took its id over, and forget it while its event is stored.
+   */
+  private async nextRev(): Promise<number> {
+    const key: Key = ["idreg", this.journal, "rev"];
+    this.lastRev ??= (await this.tx.get<number>(key)) ?? FIRST_REVISION_COUNTER;
+    this.lastRev += 1;
+    this.tx.put(key, this.lastRev);
+    return this.lastRev;
+  }
 
   private entryKey(requestId: string): Key {
     return ["idreg", this.journal, "r", requestId];
@@ -195,13 +229,13 @@ class IdRegistry {
     const entry = await this.tx.get<RegistryEntry>(this.entryKey(item.requestId));
     if (entry === undefined) {
       const due = Math.max(item.observedAt + this.retainMs, now + ID_SETTLE_MS);
-      const fresh: RegistryEntry = { namespace: item.namespace, subject: item.subject, fact: item.fact, observedAt: item.observedAt, reservedAt: now, rev: 1, due };
+      const fresh: RegistryEntry = { namespace: item.namespace, subject: item.subject, fact: item.fact, observedAt: item.observedAt, reservedAt: now, rev: await this.nextRev(), due };
       this.write(item.requestId, fresh, undefined);
       return { status: "reserved" };
     }
     if (entry.fact === item.fact && entry.namespace === item.namespace && entry.subject === item.subject) {
       const reservedAt = Math.max(entry.reservedAt, now);
-      this.write(item.requestId, { ...entry, reservedAt, rev: entry.rev + 1, due: Math.max(entry.due, reservedAt + ID_SETTLE_MS) }, entry);
+      this.write(item.requestId, { ...entry, reservedAt, rev: await this.nextRev(), due: Math.max(entry.due, reservedAt + ID_SETTLE_MS) }, entry);
       return { status: "same" };
     }
     return { status: "conflict", settled: entry.reservedAt + ID_SETTLE_MS <= now, namespace: entry.namespace, subject: entry.subject, rev: entry.rev };

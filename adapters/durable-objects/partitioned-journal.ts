@@ -83,13 +83,25 @@
  *   `ack`, `nack`, `extend`, `quarantine`, `release`, `discard` and
  *   `attempts` go to the partition that stores the request id: first the
  *   partition this instance saw the event in (an in-memory hint filled by
- *   `append`, `appendBatch` and `claim`, at most 10,000 ids); when there is
- *   no hint, or the hinted partition answers that it does not have the event
- *   outstanding, every partition is asked whether it stores the id (`holds`,
- *   read-only, concurrent) and the call goes to the one that does. A delivery
+ *   `append`, `appendBatch`, `claim` and lookups, at most 10,000 ids, the
+ *   oldest evicted first); when there is no hint, or the hinted partition
+ *   refuses the delivery as `not_outstanding` without saying that it stores
+ *   the event ("the event is not journaled"; an expired lease, an old
+ *   attempt or a discarded event is its answer, given as is: see
+ *   `mayBeElsewhere`), every partition is asked whether it stores the id
+ *   (`holds`, read-only, concurrent) and the call goes to the one that does.
+ *   An id is stored in at most one partition, so the partition that says so
+ *   settles the route even when others fail to answer; only when none says
+ *   so and one failed does the call fail, with that partition's error (a
+ *   `BackendError`, `retryable` as the platform said). A delivery
  *   whose event no partition stores is `not_outstanding` (`not_quarantined`
- *   for operator actions, `[]` for `attempts`). No routing record is stored,
- *   so any worker instance can route any delivery.
+ *   for operator actions, `[]` for `attempts`). `ackBatch` reads the hints of
+ *   its deliveries once, before it awaits anything, and routes by that copy
+ *   (other calls may evict hints meanwhile), locates the rest with
+ *   `holdsMany`, and answers per delivery: one it cannot locate because a
+ *   partition failed, or whose partition's ack call failed, gets that error
+ *   in place, the others are acked. No routing record is stored, so any
+ *   worker instance can route any delivery.
  * - `stats` sums the partitions' depths (pending, in flight, quarantined,
  *   dropped) and takes the largest `oldestPendingAgeMs`, but its `capacity`
  *   is not summed: it is each partition's (as `journal.capacity` is), so the
@@ -115,8 +127,11 @@
  *   share over it is read in several asks (with P = 1, the page is read in
  *   such asks, each from the cursor the previous one returned). Audit
  *   entries are small: a page of 1000 is one ask.
- * - `prune` visits the partitions in turn until `limit` is used up, then
- *   verifies up to 256 due registry entries per partition (below).
+ * - `prune` visits the partitions in turn until `limit` is used up, from a
+ *   start that rotates with every prune (kept with the claim rotations, see
+ *   `PartitionedJournalMemory`: with a small `limit`, a busy partition 0
+ *   does not take every prune), then verifies up to 256 due registry entries
+ *   per partition (below).
  *
  * Request ids across partitions (P > 1). A request id is one event in the
  * whole journal, as in a single journal: appending an id the journal holds
@@ -143,9 +158,17 @@
  * every `max(retainAcknowledgedMs, ID_SETTLE_MS)` after: by `prune` (up to
  * 256 per partition per call), and after an append whose reservation answer
  * listed due entries (up to 8 per home partition; failures go to
- * `onIgnoredError`). A conflict with a settled entry is verified on the spot,
- * and when the event is gone the entry is taken over (forgotten and
- * reserved again). Consequences:
+ * `onIgnoredError`). Those entries are other events', so the append, once
+ * stored, waits for their verification at most `APPEND_VERIFY_WAIT_MS`
+ * (250 ms) and then answers, the verification going on in the background (a
+ * slow key partition of an unrelated entry does not slow the append). A
+ * Worker may cut that background work off when its request ends; that is
+ * safe: an entry not settled stays due, and a later append to its home or
+ * `prune` verifies it. A conflict with a settled entry is verified on the
+ * spot, and when the event is gone the entry is taken over (forgotten and
+ * reserved again). A revision is never reused (each home draws them from
+ * one counter), so a late verdict about a forgotten entry cannot forget the
+ * entry that took its id over. Consequences:
  * - the registry holds about one entry per stored event, plus the ids
  *   appended in the last `max(retainAcknowledgedMs, ID_SETTLE_MS)` or so;
  *   nothing is forgotten while its event is stored (an unacknowledged or
@@ -265,6 +288,13 @@ import { decodeAcks, decodeBatch, decodeError, type WireAckResult, type WireBatc
 export const MAX_PARTITIONS = 256;
 /** How many due id-registry entries `prune` verifies per partition and call. */
 const REGISTRY_PRUNE_SCAN = 256;
+
+/**
+ * How long (ms, real time) an append waits for the opportunistic verification
+ * of due registry entries its reservation answer listed before it answers; the
+ * verification goes on in the background after that (see `verifyQuietly`).
+ */
+export const APPEND_VERIFY_WAIT_MS = 250;
 
 /** The most ids one `holdsMany` or `settleRegistry` call carries (what a partition accepts). */
 const REGISTRY_CALL_MAX = 1000;
@@ -387,6 +417,34 @@ async function reservationOf(event: UsageEvent): Promise<IdReservation> {
 /** How many request id -> partition hints an instance keeps. */
 const HINTS = 10_000;
 
+/**
+ * The reasons a journal gives for `not_outstanding` once it found the event
+ * stored (`src/journal/journal.ts`): the delivery's event is in that
+ * partition, so no other partition can answer otherwise.
+ */
+const STORED_BUT_NOT_OUTSTANDING = [": an operator discarded the event", ": the event was never delivered to this consumer", ": it is not the current attempt of a running lease"];
+
+/**
+ * Whether a partition's refusal of a delivery leaves open that another
+ * partition stores its event: a `not_outstanding` that does not say the
+ * event is stored there. Over the wire a `NotOutstandingError` carries the
+ * delivery and its message (`./wire.ts`), not why it was refused, so the
+ * reason is read from the message: "the event is not journaled" (and "the
+ * consumer never claimed", which is answered before the event is looked
+ * for) may be elsewhere; the reasons of {@link STORED_BUT_NOT_OUTSTANDING}
+ * (an expired lease, an old attempt, a discarded event) are not. A reason
+ * not known here counts as maybe elsewhere: the delivery is then looked up,
+ * as before the reasons were told apart.
+ */
+function mayBeElsewhere(error: unknown): boolean {
+  return error instanceof NotOutstandingError && !STORED_BUT_NOT_OUTSTANDING.some((reason) => error.message.endsWith(reason));
+}
+
+/** `error` as a journal error: what `send` throws already is one; anything else becomes a `BackendError` around it. */
+function asJournalError(error: unknown): JournalError {
+  return error instanceof JournalError ? error : new BackendError(error instanceof Error ? error.message : String(error), { cause: error });
+}
+
 /** The RPC surface of a `JournalPartition` stub, as this module calls it. */
 export interface PartitionStub {
   hello(config: PartitionConfig): Promise<WireOutcome<void>>;
@@ -430,10 +488,12 @@ interface LearnedState {
   readonly registered: Set<string>;
   /** Consumer -> the partition its next claim starts its fan-out from. */
   readonly rotations: Map<string, number>;
+  /** The partition the next `prune` starts from. */
+  pruneStart: number;
 }
 
 function newLearnedState(): LearnedState {
-  return { checkedP: false, hints: new Map(), registered: new Set(), rotations: new Map() };
+  return { checkedP: false, hints: new Map(), registered: new Set(), rotations: new Map(), pruneStart: 0 };
 }
 
 /**
@@ -442,10 +502,12 @@ function newLearnedState(): LearnedState {
  * requests) keeps, across requests, what the instances learned: that P was
  * checked (no `hello` call per request), the request id -> partition hints
  * (acks go straight to their partition), the consumers registered (no
- * `register` calls before a claim) and where each consumer's next claim
+ * `register` calls before a claim), where each consumer's next claim
  * starts (without it, every new instance starts at partition 0, and with
  * `maxEvents < P` a busy partition 0 would be served ahead of the others on
- * every request). Plain data only, so it may outlive any request.
+ * every request) and where the next `prune` starts (likewise: with a small
+ * `limit`, a busy partition 0 would take every prune). Plain data only, so
+ * it may outlive any request.
  *
  * One memory serves the journals of ONE binding (one partitions namespace):
  * it tells journals apart by scope, name and P only, so two bindings holding
@@ -926,14 +988,38 @@ export class PartitionedJournal implements UsageJournal {
     return gone;
   }
 
-  /** Opportunistic registry verification after an append: bounded by what the answers listed; failures go to `onIgnoredError`. */
+  /**
+   * Opportunistic registry verification after an append, of what the
+   * reservation answers listed (at most 8 per home, `REGISTRY_DUE_SCAN`);
+   * failures go to `onIgnoredError`. The entries are other events' (due ones
+   * of the same id homes), so the append, already stored, does not wait on
+   * them: it waits at most {@link APPEND_VERIFY_WAIT_MS}, then answers while
+   * the verification goes on in the background. A Worker may cut such a
+   * promise off when its request ends; nothing is lost then: an entry that
+   * was not settled stays due, and the next append to its home or `prune`
+   * verifies it.
+   */
   private async verifyQuietly(now: number, due: Map<number, DueEntry[]>): Promise<void> {
     const entries = [...due.values()].flat();
     if (entries.length === 0) return;
+    const verification = this.verify(now, entries).then(
+      () => undefined,
+      (error: unknown) => {
+        try {
+          this.onIgnoredError(error);
+        } catch {
+          // A sink that throws has nowhere to report to: the verification's failure is dropped.
+        }
+      },
+    );
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, APPEND_VERIFY_WAIT_MS);
+    });
     try {
-      await this.verify(now, entries);
-    } catch (error) {
-      this.onIgnoredError(error);
+      await Promise.race([verification, waited]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -1142,29 +1228,43 @@ export class PartitionedJournal implements UsageJournal {
 
   // ------------------------------------------------- routed by request id
 
-  /** The partition that stores `requestId`, asking every partition; null when none does. */
+  /**
+   * The partition that stores `requestId`, asking every partition (`holds`,
+   * concurrently); null when none does. An id is stored in at most one
+   * partition, so a partition that says it holds the id settles the answer
+   * whatever the others do: a partition that fails (overloaded, reset) does
+   * not hold up an id another one holds. When none holds it and one failed,
+   * that partition's error is thrown (the first in partition order, with its
+   * `retryable`): the id may be stored there.
+   */
   private async lookup(requestId: string): Promise<number | null> {
     await this.ready();
-    const held = await Promise.all(this.all().map((p) => this.send(p, "holds", (stub, config) => stub.holds(config, requestId))));
-    const p = held.indexOf(true);
-    if (p === -1) return null;
-    this.hint(requestId, p);
-    return p;
+    const held = await Promise.allSettled(this.all().map((p) => this.send(p, "holds", (stub, config) => stub.holds(config, requestId))));
+    const p = held.findIndex((answer) => answer.status === "fulfilled" && answer.value === true);
+    if (p !== -1) {
+      this.hint(requestId, p);
+      return p;
+    }
+    const failed = held.find((answer) => answer.status === "rejected");
+    if (failed !== undefined) throw failed.reason;
+    return null;
   }
 
   /**
    * Run `call` on the partition holding `requestId`: the hinted one first;
-   * when it answers that it does not hold the event, (or there is no hint),
-   * the one `lookup` finds. `missing` answers when no partition holds it.
+   * when it answers that it may not hold the event (`elsewhere`), or there is
+   * no hint, the one `lookup` finds. `missing` answers when no partition holds
+   * it. A hinted partition's answer that says it stores the event stands (a
+   * lookup would find that same partition).
    */
-  private async routed<T>(requestId: string, call: (p: number) => Promise<T>, absent: (error: unknown) => boolean, missing: () => T): Promise<T> {
+  private async routed<T>(requestId: string, call: (p: number) => Promise<T>, elsewhere: (error: unknown) => boolean, missing: () => T): Promise<T> {
     if (this.partitions === 1) return call(0);
     const hinted = this.hints.get(requestId);
     if (hinted !== undefined) {
       try {
         return await call(hinted);
       } catch (error) {
-        if (!absent(error)) throw error;
+        if (!elsewhere(error)) throw error;
       }
     }
     const p = await this.lookup(requestId);
@@ -1191,7 +1291,7 @@ export class PartitionedJournal implements UsageJournal {
     return this.routed(
       copy.event,
       (p) => this.call(p, what, (stub, config) => call(stub, config, copy)),
-      (error) => error instanceof NotOutstandingError,
+      mayBeElsewhere,
       () => {
         throw new NotOutstandingError(copy, "the event is not journaled");
       },
@@ -1205,11 +1305,18 @@ export class PartitionedJournal implements UsageJournal {
 
   /**
    * Many acks in one call per partition: each delivery goes to the partition
-   * its hint names, else the one `holdsMany` finds (all partitions asked at
-   * once, for every unhinted id together); each partition acks its share in
-   * one transaction. A delivery a hinted partition reports `not_outstanding`
-   * is located again once (a hint can only be stale when its id was forgotten
-   * and reused). A delivery no partition stores is `not_outstanding`.
+   * its hint names (the hints are read once, before anything is awaited, into
+   * this call's own routes: hints other calls add meanwhile may evict them
+   * from the shared map, but not from the routes), else the one `holdsMany`
+   * finds (all partitions asked at once, for every unhinted id together);
+   * each partition acks its share in one transaction. A delivery a hinted
+   * partition reports `not_outstanding` without saying it stores the event
+   * (see {@link mayBeElsewhere}) is located again once (a hint can only be
+   * stale when its id was forgotten and reused). A delivery no partition
+   * stores is `not_outstanding`; one no partition said it stores while a
+   * partition failed to answer gets that partition's error, and the
+   * deliveries of a partition whose ack call fails get its error: each in
+   * place, the others acked all the same.
    */
   async ackBatch(deliveries: readonly DeliveryId[]): Promise<AckResult[]> {
     const now = this.clock();
@@ -1218,27 +1325,41 @@ export class PartitionedJournal implements UsageJournal {
     const results: (AckResult | undefined)[] = checked.map((entry) => (entry instanceof JournalError ? { ok: false, error: entry } : undefined));
     const open = checked.flatMap((entry, index) => (entry instanceof JournalError ? [] : [{ index, id: { consumer: entry.consumer, event: entry.event, attempt: entry.attempt } }]));
     if (open.length === 0) return results as AckResult[];
+    // This call's routes, from the hints as they are now (before any await).
+    const hinted = new Map<string, number>();
+    for (const { id } of open) {
+      const p = this.hints.get(id.event);
+      if (p !== undefined) hinted.set(id.event, p);
+    }
     await this.ready();
 
-    const settle = async (pending: readonly { index: number; id: DeliveryId }[], where: (id: DeliveryId) => number | null): Promise<{ index: number; id: DeliveryId }[]> => {
-      const shares = new Map<number, { index: number; id: DeliveryId }[]>();
+    type Entry = { index: number; id: DeliveryId };
+    /** Ack `pending` where `routes` says; a delivery without a route is `failure` (a partition did not answer) or not journaled. Returns the refusals that may be elsewhere. */
+    const settle = async (pending: readonly Entry[], routes: ReadonlyMap<string, number>, failure: JournalError | null): Promise<Entry[]> => {
+      const shares = new Map<number, Entry[]>();
       for (const entry of pending) {
-        const p = where(entry.id);
-        if (p === null) results[entry.index] = { ok: false, error: new NotOutstandingError(entry.id, "the event is not journaled") };
+        const p = routes.get(entry.id.event);
+        if (p === undefined) results[entry.index] = { ok: false, error: failure ?? new NotOutstandingError(entry.id, "the event is not journaled") };
         else {
           const share = shares.get(p);
           if (share) share.push(entry);
           else shares.set(p, [entry]);
         }
       }
-      const again: { index: number; id: DeliveryId }[] = [];
+      const again: Entry[] = [];
       await Promise.all(
         [...shares].map(async ([p, share]) => {
-          const answers = decodeAcks(await this.send(p, "ackBatch", (stub, config) => stub.ackBatch(config, now, share.map((entry) => entry.id))));
+          let answers: AckResult[];
+          try {
+            answers = decodeAcks(await this.send(p, "ackBatch", (stub, config) => stub.ackBatch(config, now, share.map((entry) => entry.id))));
+            if (answers.length < share.length) throw new BackendError(`partition ${p} answered an ack batch with too few results`);
+          } catch (error) {
+            for (const entry of share) results[entry.index] = { ok: false, error: asJournalError(error) };
+            return;
+          }
           share.forEach((entry, i) => {
-            const answer = answers[i];
-            if (answer === undefined) throw new BackendError(`partition ${p} answered an ack batch with too few results`);
-            if (!answer.ok && answer.error instanceof NotOutstandingError) again.push(entry);
+            const answer = answers[i]!;
+            if (!answer.ok && mayBeElsewhere(answer.error)) again.push(entry);
             results[entry.index] = answer;
           });
         }),
@@ -1246,28 +1367,37 @@ export class PartitionedJournal implements UsageJournal {
       return again;
     };
 
-    const unhinted = open.filter((entry) => !this.hints.has(entry.id.event));
-    const located = await this.locateMany(unhinted.map((entry) => entry.id.event));
-    const retry = await settle(open, (id) => this.hints.get(id.event) ?? located.get(id.event) ?? null);
-    // Hinted deliveries refused as not outstanding: locate them for certain and try once more.
-    const stale = retry.filter((entry) => !located.has(entry.id.event));
+    const first = await this.locateMany(open.filter((entry) => !hinted.has(entry.id.event)).map((entry) => entry.id.event));
+    const routes = new Map([...hinted, ...first.found]);
+    const retry = await settle(open, routes, first.failure);
+    // Hinted deliveries refused as maybe not stored there: locate them for certain and try once more.
+    const stale = retry.filter((entry) => !first.found.has(entry.id.event));
     if (stale.length > 0) {
-      for (const entry of stale) this.hints.delete(entry.id.event);
-      const found = await this.locateMany(stale.map((entry) => entry.id.event));
+      for (const entry of stale) if (this.hints.get(entry.id.event) === hinted.get(entry.id.event)) this.hints.delete(entry.id.event);
+      const again = await this.locateMany(stale.map((entry) => entry.id.event));
+      // Found nowhere: the hinted partition's refusal stands, unless a partition failed to answer.
       await settle(
-        stale.filter((entry) => found.has(entry.id.event)),
-        (id) => found.get(id.event) ?? null,
+        stale.filter((entry) => again.found.has(entry.id.event) || again.failure !== null),
+        again.found,
+        again.failure,
       );
     }
     return results as AckResult[];
   }
 
-  /** The partition of each request id any partition stores (`holdsMany` on every partition at once); hints are filled. */
-  private async locateMany(requestIds: readonly string[]): Promise<Map<string, number>> {
+  /**
+   * The partition of each request id any partition stores (`holdsMany` on
+   * every partition at once); hints are filled. An id is stored in at most
+   * one partition, so a `true` settles its partition whatever the others
+   * answer; `failure` is the error of the first partition (in partition
+   * order) that failed to answer, null when all did: an id not `found` may
+   * then be stored there.
+   */
+  private async locateMany(requestIds: readonly string[]): Promise<{ found: Map<string, number>; failure: JournalError | null }> {
     const found = new Map<string, number>();
     const unique = [...new Set(requestIds)];
-    if (unique.length === 0) return found;
-    await Promise.all(
+    if (unique.length === 0) return { found, failure: null };
+    const asked = await Promise.allSettled(
       this.all().map(async (p) => {
         for (const list of chunks(unique, REGISTRY_CALL_MAX)) {
           const held = await this.send(p, "holdsMany", (stub, config) => stub.holdsMany(config, list));
@@ -1278,7 +1408,8 @@ export class PartitionedJournal implements UsageJournal {
       }),
     );
     for (const [requestId, p] of found) this.hint(requestId, p);
-    return found;
+    const failed = asked.find((answer) => answer.status === "rejected");
+    return { found, failure: failed === undefined ? null : asJournalError(failed.reason) };
   }
 
   quarantine(delivery: DeliveryId, reason: PoisonReason): Promise<void> {
@@ -1446,8 +1577,12 @@ export class PartitionedJournal implements UsageJournal {
     if (this.partitions === 1) return this.call(0, "prune", (stub, config) => stub.prune(config, now, options));
     const { now: pruneNow, limit } = checkPrune(options);
     await this.ready();
+    // From a start that rotates with every prune (shared through the memory, as claims rotate).
+    const start = this.learned.pruneStart % this.partitions;
+    this.learned.pruneStart = (start + 1) % this.partitions;
     let pruned = 0;
-    for (const p of this.all()) {
+    for (let k = 0; k < this.partitions; k++) {
+      const p = (start + k) % this.partitions;
       if (pruned >= limit) break;
       const part = await this.send(p, "prune", (stub, config) => stub.prune(config, now, { now: pruneNow, limit: limit - pruned }));
       pruned += part.pruned;

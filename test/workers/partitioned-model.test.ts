@@ -14,6 +14,8 @@
  *   a claim's `maxBytes` the share of the bytes left in proportion to it, at
  *   least 1; no round starts once the bytes are spent), and the merge by
  *   `observedAt`, then request id;
+ * - prune: the partitions in turn until the limit is used up, from a start
+ *   that rotates with every prune;
  * - routing by request id: a delivery or operator action goes to the partition
  *   that stores its event, and is `not_outstanding` / `not_quarantined` / `[]`
  *   when none does;
@@ -31,8 +33,8 @@
  * release / discard and prune are all compared exactly; one in flight per key is checked on every claim too,
  * and that a claim with `maxBytes` weighs at most that plus one delivery per partition. The clock is
  * virtual and shared by both sides. "reopen" is a new PartitionedJournal over
- * the same objects, sharing no memory (its claim rotations start over; the
- * model's too).
+ * the same objects, sharing no memory (its claim and prune rotations start
+ * over; the model's too).
  *
  * Claims in those sequences rarely find more than a few ready events, so a
  * second property appends up to 30 events over twelve keys (about three per
@@ -148,6 +150,8 @@ class PartitionedModel {
   private readonly registry = new Map<string, string>();
   /** Consumer -> the partition its next claim starts from (what the journal keeps in its learned state). */
   private readonly rotations = new Map<string, number>();
+  /** The partition the next prune starts from (also in the journal's learned state). */
+  private pruneStart = 0;
 
   constructor(capacity: Capacity, clock: () => number) {
     this.oracles = Array.from({ length: P }, () => new JournalOracle({ name: "model", capacity, clock, durable: true }));
@@ -316,17 +320,21 @@ class PartitionedModel {
     );
   }
 
+  /** The partitions in turn until `limit` is used up, from a start that rotates with every prune (kept with the claim rotations). */
   async prune(now: number, limit: number): Promise<{ pruned: number }> {
+    const start = this.pruneStart;
+    this.pruneStart = (start + 1) % P;
     let pruned = 0;
-    for (const oracle of this.oracles) {
+    for (let k = 0; k < P; k++) {
       if (pruned >= limit) break;
-      pruned += (await oracle.prune({ now, limit: limit - pruned })).pruned;
+      pruned += (await this.oracles[(start + k) % P]!.prune({ now, limit: limit - pruned })).pruned;
     }
     return { pruned };
   }
 
   reopen(): void {
     this.rotations.clear();
+    this.pruneStart = 0;
   }
 }
 

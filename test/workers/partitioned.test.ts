@@ -8,8 +8,10 @@
  * listing asks each partition for a share of its page, a claim's
  * `maxBytes` is split over the partitions (within it but for one delivery
  * per partition, nothing past the answer leased), a claiming
- * consumer is registered everywhere before anything is leased, and platform
- * failures are typed.
+ * consumer is registered everywhere before anything is leased, platform
+ * failures are typed, deliveries route past a failing partition and past an
+ * evicted hint, an append does not wait on other ids' verification, registry
+ * revisions are never reused and prunes rotate their start.
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
@@ -36,6 +38,11 @@ function usage(n: number, subject: string, observedAt = T0, data: JsonValue = { 
 /** Matches an `EventConflictError` (for `key` when given). */
 function conflictOf(key?: string): unknown {
   return expect.objectContaining(key === undefined ? { name: "EventConflictError", code: "conflict" } : { name: "EventConflictError", code: "conflict", key });
+}
+
+/** Matches a retryable `BackendError`. */
+function retryableBackendError(): unknown {
+  return expect.objectContaining({ name: "BackendError", code: "backend", retryable: true });
 }
 
 /** Partition `p` of `journal` as a raw stub, with the config a PartitionedJournal sends it. */
@@ -68,10 +75,11 @@ function fresh(partitions: number, capacity: Capacity = ROOMY, clock: () => numb
 
 /**
  * The PARTITIONS namespace, with `before` told of every RPC (method, partition
- * object name, arguments) before it is sent; what `before` throws fails that
- * call, as a platform failure would.
+ * object name, arguments) before it is sent; what `before` throws (or its
+ * promise rejects with) fails that call, as a platform failure would, and a
+ * promise it returns delays the call.
  */
-function intercepted(before: (method: string, object: string, args: readonly unknown[]) => void): PartitionNamespace {
+function intercepted(before: (method: string, object: string, args: readonly unknown[]) => void | Promise<void>): PartitionNamespace {
   return {
     idFromName: (name: string) => ({ name, id: env.PARTITIONS.idFromName(name) }),
     get: (handle: never) => {
@@ -83,7 +91,7 @@ function intercepted(before: (method: string, object: string, args: readonly unk
           get:
             (_, method: string) =>
             async (...args: unknown[]) => {
-              before(method, name, args);
+              await before(method, name, args);
               return stub[method]!(...args);
             },
         },
@@ -926,5 +934,176 @@ describe("PartitionedJournalMemory: what instances learn outlives a request", ()
     expect((await stranger.ackBatch(deliveries.map((delivery) => delivery.id))).every((result) => result.ok)).toBe(true);
     expect(calls.get("hello")).toBe(1); // without the memory: checks P and locates every delivery
     expect(calls.get("holdsMany")).toBe(4);
+  });
+});
+
+describe("routing by request id and the id registry, under load and failures", () => {
+  /** How many events each partition of `journal` stores (pending for a consumer that never claims). */
+  async function storedPerPartition(journal: PartitionedJournal, now: number, capacity: Capacity = ROOMY): Promise<number[]> {
+    const auditor = parseConsumerId("auditor");
+    return Promise.all(
+      Array.from({ length: journal.partitions }, async (_, p) => {
+        const { stub, config } = partitionStub(journal, p, capacity);
+        const stats = await stub.stats(config, now, auditor);
+        return stats.ok ? stats.value.pending : -1;
+      }),
+    );
+  }
+
+  it("ackBatch routes each delivery by the hint it had when called, even when the hints its lookups add evict it from a full hint map", async () => {
+    const memory = new PartitionedJournalMemory();
+    const scope = `hints-${scopes++}/`;
+    const open = () => new PartitionedJournal(env.PARTITIONS, { name: "usage", partitions: 2, capacity: ROOMY, scope, memory, clock: () => T0 });
+    const journal = open();
+    await journal.appendBatch(Array.from({ length: 20 }, (_, k) => usage(k + 1, `user-${k}`, T0 + k)));
+    const deliveries = await journal.claim(billing, { maxEvents: 20, leaseMs: 600_000, now: T0 });
+    expect(deliveries).toHaveLength(20);
+    // Half the deliveries without a hint (as if claimed in another isolate); the other half the oldest hints of a full map.
+    const hints = memory.for(`${scope}usage#2`).hints;
+    const unhinted = deliveries.filter((_, i) => i % 2 === 0).map((delivery) => delivery.id.event);
+    for (const event of unhinted) hints.delete(event);
+    for (let n = 1_000_000; hints.size < 10_000; n++) hints.set(rid(n), 0);
+    const results = await open().ackBatch(deliveries.map((delivery) => delivery.id));
+    // Locating the unhinted half evicted the hinted half from the map ...
+    expect(deliveries.map((delivery) => delivery.id.event).filter((event) => hints.has(event))).toEqual(unhinted);
+    // ... and every delivery was acked all the same.
+    expect(results).toEqual(deliveries.map(() => ({ ok: true })));
+    expect(await journal.stats(billing)).toMatchObject({ pending: 0, inFlight: 0 });
+  });
+
+  it("routes deliveries stored in healthy partitions while another partition fails; one no partition could place gets the failure, retryable", async () => {
+    let down: string | null = null;
+    const failing = intercepted((_, object) => {
+      if (object === down) throw overloaded();
+    });
+    const { journal, open } = fresh(4);
+    const subjects = subjectsByPartition(journal, 5)[0]!;
+    await journal.appendBatch(subjects.map((subject, k) => usage(k + 1, subject, T0 + k)));
+    const deliveries = await journal.claim(billing, { maxEvents: 10, leaseMs: 60_000, now: T0 });
+    const [d1, d2, d3, d4, d5] = [1, 2, 3, 4, 5].map((n) => deliveries.find((delivery) => delivery.id.event === rid(n))!.id);
+    down = journal.objectName(3);
+    // Each call from a new instance (no hints): the event is located while partition 3 fails.
+    const unplaced = retryableBackendError();
+    const stray = { consumer: billing, event: rid(99), attempt: 1 };
+    await open(4, failing).ack(d1!);
+    expect(await open(4, failing).ackBatch([d2!, stray])).toEqual([{ ok: true }, { ok: false, error: unplaced }]);
+    expect(await open(4, failing).extend(d3!, { leaseMs: 1000, now: T0 })).toEqual({ leaseExpiresAt: T0 + 1000 });
+    await open(4, failing).nack(d4!, { retryAfterMs: 0, error: "later", now: T0 });
+    await open(4, failing).quarantine(d5!, "rejected");
+    expect((await open(4, failing).attempts(billing, rid(1)))[0]?.outcome).toMatchObject({ kind: "acked" });
+    // Not found anywhere that answered: it may be in partition 3, so not `not_outstanding` / `[]` but partition 3's failure.
+    const error: unknown = await open(4, failing).ack(stray).catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: "BackendError", retryable: true });
+    expect((error as BackendError).message).toContain("holds on partition 3");
+    await expect(open(4, failing).attempts(billing, rid(99))).rejects.toMatchObject({ code: "backend", retryable: true });
+    expect(await journal.stats(billing)).toMatchObject({ pending: 1, inFlight: 1, quarantined: 1 });
+  });
+
+  it("ackBatch answers a failed partition's deliveries with its failure, in place, and acks the others", async () => {
+    let down: string | null = null;
+    const failing = intercepted((method, object) => {
+      if (method === "ackBatch" && object === down) throw overloaded();
+    });
+    const memory = new PartitionedJournalMemory();
+    const { journal, open } = fresh(4);
+    const [inZero, inOne] = subjectsByPartition(journal, 1).flat();
+    const hinted = open(4, failing, { memory });
+    await hinted.appendBatch([usage(1, inZero!), usage(2, inOne!)]);
+    const deliveries = await hinted.claim(billing, { maxEvents: 10, leaseMs: 60_000, now: T0 });
+    down = journal.objectName(1);
+    const ids = [rid(1), rid(2)].map((event) => deliveries.find((delivery) => delivery.id.event === event)!.id);
+    expect(await open(4, failing, { memory }).ackBatch(ids)).toEqual([{ ok: true }, { ok: false, error: retryableBackendError() }]);
+    expect(await journal.stats(billing)).toMatchObject({ pending: 0, inFlight: 1 });
+  });
+
+  it("answers an append without waiting for the verification of other ids' registry entries on a slow partition; the verification goes on in the background", async () => {
+    const time = virtualClock(T0);
+    const capacity: Capacity = { ...ROOMY, retainAcknowledgedMs: 0 };
+    let slow: string | null = null;
+    const slowed = intercepted(async (method, object) => {
+      if (method === "holdsMany" && object === slow) await new Promise((resolve) => setTimeout(resolve, 2000));
+    });
+    const { journal, open } = fresh(4, capacity, time.clock);
+    const byPartition = subjectsByPartition(journal, 1);
+    await journal.append(usage(1, byPartition[3]![0]!)); // its registry entry is verified at partition 3
+    time.advance(ID_SETTLE_MS);
+    let other = 2;
+    while (journal.idHomeOf(rid(other)) !== journal.idHomeOf(rid(1))) other++;
+    const home = partitionStub(journal, journal.idHomeOf(rid(1)), capacity);
+    const due = async () => {
+      const answer = await home.stub.registryDue(home.config, time.now, 1000);
+      return answer.ok ? answer.value.map((entry) => entry.requestId) : [];
+    };
+    expect(await due()).toEqual([rid(1)]);
+    slow = journal.objectName(3);
+    const ignored: unknown[] = [];
+    const started = Date.now();
+    expect(await open(4, slowed, { onIgnoredError: (error) => ignored.push(error) }).append(usage(other, byPartition[0]![0]!))).toMatchObject({ status: "accepted" });
+    expect(Date.now() - started).toBeLessThan(1000);
+    // The entry of 1 (its event still stored) is verified all the same, once partition 3 answers: it is due again later.
+    for (const deadline = Date.now() + 10_000; (await due()).length > 0 && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await due()).toEqual([]);
+    expect(ignored).toEqual([]);
+  });
+
+  it("never reuses a registry revision: a late verdict about a forgotten entry does not forget the entry that took its id over", async () => {
+    const time = virtualClock(T0);
+    const capacity: Capacity = { ...ROOMY, retainAcknowledgedMs: 0 };
+    const { journal } = fresh(4, capacity, time.clock);
+    const [s1, s2] = subjectsByPartition(journal, 1).flat();
+    await journal.append(usage(1, s1!));
+    await journal.ack((await journal.claim(billing, { maxEvents: 1, leaseMs: 1000, now: time.now }))[0]!.id);
+    const keyPartition = partitionStub(journal, journal.partitionOf("acme", s1!), capacity);
+    expect(await keyPartition.stub.prune(keyPartition.config, time.now, { now: time.now })).toEqual({ ok: true, value: { pruned: 1 } });
+    time.advance(ID_SETTLE_MS);
+    // A verifier reads the due entry of 1 and is delayed before it settles it ...
+    const home = partitionStub(journal, journal.idHomeOf(rid(1)), capacity);
+    const read = await home.stub.registryDue(home.config, time.now, 1000);
+    const old = read.ok ? read.value.find((entry) => entry.requestId === rid(1))! : undefined;
+    expect(old).toMatchObject({ requestId: rid(1), subject: s1 });
+    // ... meanwhile the id is taken over by another record (its event stored in another partition) ...
+    expect(await journal.append(usage(1, s2!))).toMatchObject({ status: "accepted" });
+    time.advance(ID_SETTLE_MS);
+    // ... and the late verdict ("not held" by the old entry's partition) arrives after the new entry settled.
+    expect(await home.stub.settleRegistry(home.config, time.now, [{ requestId: rid(1), rev: old!.rev, held: false }])).toEqual({ ok: true, value: { forgotten: 0 } });
+    await expect(journal.append(usage(1, s1!))).rejects.toMatchObject({ code: "conflict", key: rid(1) });
+    expect(await storedPerPartition(journal, time.now, capacity)).toEqual([0, 1, 0, 0]); // s2's partition holds 1, nobody another
+
+  });
+
+  it("starts each prune at the next partition: with a small limit, a busy partition 0 does not take every prune", async () => {
+    const time = virtualClock(T0);
+    const { journal } = fresh(2, ROOMY, time.clock);
+    const [inZero, inOne] = subjectsByPartition(journal, 3);
+    await journal.appendBatch([...inZero!.map((subject, k) => usage(k + 1, subject)), usage(10, inOne![0]!)]);
+    const deliveries = await journal.claim(billing, { maxEvents: 10, leaseMs: 1000, now: time.now });
+    expect(await journal.ackBatch(deliveries.map((delivery) => delivery.id))).toEqual(deliveries.map(() => ({ ok: true })));
+    time.advance(ROOMY.retainAcknowledgedMs + 1);
+    expect(await storedPerPartition(journal, time.now)).toEqual([3, 1]);
+    expect(await journal.prune({ now: time.now, limit: 1 })).toEqual({ pruned: 1 });
+    expect(await journal.prune({ now: time.now, limit: 1 })).toEqual({ pruned: 1 });
+    expect(await storedPerPartition(journal, time.now)).toEqual([2, 0]);
+  });
+
+  it("answers an extend or nack of an expired lease from the hinted partition without asking every partition; a hint to a partition without the event is still looked past", async () => {
+    const time = virtualClock(T0);
+    const calls = new Map<string, number>();
+    const memory = new PartitionedJournalMemory();
+    const { journal, open } = fresh(4, ROOMY, time.clock);
+    const counted = () => open(4, intercepted((method) => calls.set(method, (calls.get(method) ?? 0) + 1)), { memory });
+    const [s0, s1] = subjectsByPartition(journal, 1).flat();
+    await counted().append(usage(1, s1!));
+    const [delivery] = await counted().claim(billing, { maxEvents: 1, leaseMs: 1000, now: time.now });
+    time.advance(2000);
+    calls.clear();
+    await expect(counted().extend(delivery!.id, { leaseMs: 1000, now: time.now })).rejects.toMatchObject({ code: "not_outstanding", delivery: delivery!.id });
+    await expect(counted().nack(delivery!.id, { retryAfterMs: 0, error: "late", now: time.now })).rejects.toMatchObject({ code: "not_outstanding" });
+    expect(Object.fromEntries(calls)).toEqual({ extend: 1, nack: 1 });
+    // A hint naming a partition that does not store the event ("not journaled" there): found by asking every partition.
+    const [again] = await counted().claim(billing, { maxEvents: 1, leaseMs: 1000, now: time.now });
+    memory.for(`${journal.objectName(0).slice(0, -2)}#4`).hints.set(rid(1), journal.partitionOf("acme", s0!));
+    calls.clear();
+    expect(await counted().extend(again!.id, { leaseMs: 5000, now: time.now })).toEqual({ leaseExpiresAt: time.now + 5000 });
+    expect(Object.fromEntries(calls)).toEqual({ extend: 2, holds: 4 });
   });
 });
