@@ -220,3 +220,13 @@ export function checkPrune(options: PruneOptions): { now: number; limit: number 
   if (options === null || typeof options !== "object") throw new InvalidArgumentError("options", "prune needs { now }");
   return { now: checkNow("now", options.now), limit: checkInteger("limit", options.limit ?? 1000, 1, 100_000) };
 }
+
+/**
+ * How far a claim's `now` may be behind the `now` of an earlier claim of the
+ * same consumer before the leases claimed after it count as lapsed (5
+ * minutes): a claimer's clock that went back that far (set back by hand, or
+ * corrected after booting ahead) would otherwise keep those events in flight
+ * for as long as the jump. Claimers whose clocks differ by less keep each
+ * other's leases.
+ */
+export const CLOCK_BACK_TOLERANCE_MS = 5 * 60_000;

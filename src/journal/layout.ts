@@ -118,7 +118,16 @@ export interface ConsumerRow {
   readonly quarantined: number;
   /** Entries in this consumer's `l` index (leases, expired or not). */
   readonly leased: number;
+  /**
+   * The latest `now` of a claim that leased events for this consumer: no
+   * lease of the consumer was claimed later. A claim whose `now` is more than
+   * `CLOCK_BACK_TOLERANCE_MS` (`./arguments.ts`) before it (the claimer's clock went back)
+   * looks for leases claimed after its `now` and lapses them. Absent in rows
+   * written before it existed (until the consumer's next claim that leases).
+   */
+  readonly claimedThrough?: number;
 }
+
 
 export interface UnfinishedRow {
   /** Deliveries so far. */

@@ -18,7 +18,7 @@
  *   `release`), which the sweep reinstates once its lease is over.
  */
 import { compareKeys, type Entry, type EngineTransaction, type Key } from "../engine.js";
-import { deliveryBytes, MAX_KEPT_ATTEMPTS } from "./arguments.js";
+import { CLOCK_BACK_TOLERANCE_MS, deliveryBytes, MAX_KEPT_ATTEMPTS } from "./arguments.js";
 import { AtCapacityError, type JournalError } from "./errors.js";
 import { isSameFact } from "./event.js";
 import {
@@ -289,6 +289,7 @@ export class Work {
   private async bump(consumer: string, delta: { finished?: number; quarantined?: number; leased?: number }): Promise<void> {
     const row = await this.consumerRow(consumer);
     this.consumers.set(consumer, {
+      ...row,
       finished: row.finished + (delta.finished ?? 0),
       quarantined: row.quarantined + (delta.quarantined ?? 0),
       leased: row.leased + (delta.leased ?? 0),
@@ -958,9 +959,14 @@ export class Work {
     this.dirtyConsumers.add(consumer);
   }
 
-  /** Move the consumer's leases that ran out, and waits that ended, back to their keys. */
+  /**
+   * Move the consumer's leases that ran out, and waits that ended, back to
+   * their keys; and, when the claimer's clock went back (see
+   * `ConsumerRow.claimedThrough`), the leases claimed after `now`.
+   */
   async sweep(consumer: string, now: number): Promise<void> {
     await this.forgetHolds(consumer, now);
+    if (await this.clockWentBack(consumer, now)) await this.lapseLeasesClaimedAfter(consumer, now);
     const leasedPrefix = this.layout.leasedAll(consumer);
     const expired = await this.tx.scan({ prefix: leasedPrefix, upper: [...leasedPrefix, now, TOP] });
     for (const entry of expired) {
@@ -980,6 +986,40 @@ export class Work {
     }
   }
 
+  /** Whether a claim of `consumer` at `now` may find leases claimed after `now` + {@link CLOCK_BACK_TOLERANCE_MS}. */
+  private async clockWentBack(consumer: string, now: number): Promise<boolean> {
+    const through = (await this.consumerRow(consumer)).claimedThrough;
+    return through !== undefined && through > now + CLOCK_BACK_TOLERANCE_MS;
+  }
+
+  /**
+   * The claimer's clock went back: every lease of the consumer claimed more
+   * than {@link CLOCK_BACK_TOLERANCE_MS} after `now` lapses (its attempt is
+   * marked expired at `now`, and its event goes back to its key, as a lease
+   * that ran out does), and `claimedThrough` becomes the latest claim time
+   * of the leases left. One scan of the consumer's leases that run past
+   * `now`: only when the clock went back.
+   */
+  private async lapseLeasesClaimedAfter(consumer: string, now: number): Promise<void> {
+    const leasedPrefix = this.layout.leasedAll(consumer);
+    const running = await this.tx.scan({ prefix: leasedPrefix, lower: [...leasedPrefix, now, TOP], lowerOpen: true });
+    let through = now;
+    for (const entry of running) {
+      const position = lastPart(entry.key);
+      const row = (await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position)))!;
+      const last = latest(row.history)!;
+      if (last.claimedAt <= now + CLOCK_BACK_TOLERANCE_MS) {
+        through = Math.max(through, last.claimedAt);
+        continue;
+      }
+      this.tx.delete(entry.key);
+      await this.bump(consumer, { leased: -1 });
+      await this.reinstate(consumer, position, { ...row, history: withOutcome(row.history, { kind: "expired", at: now }), slot: Slot.None }, now);
+    }
+    this.consumers.set(consumer, { ...(await this.consumerRow(consumer)), claimedThrough: through });
+    this.dirtyConsumers.add(consumer);
+  }
+
   /**
    * At least as many events as a claim at `now` could lease, capped at
    * `limit`, reading only: the consumer's ready entries plus its leases and
@@ -991,9 +1031,11 @@ export class Work {
    */
   async claimableAtMost(consumer: string, now: number, limit: number): Promise<number> {
     let count = 0;
+    // Leases claimed after `now` lapse in that claim when the clock went back: count every lease then.
+    const allLeases = await this.clockWentBack(consumer, now);
     for (const [prefix, due] of [
       [this.layout.readyAll(consumer), false],
-      [this.layout.leasedAll(consumer), true],
+      [this.layout.leasedAll(consumer), !allLeases],
       [this.layout.waitingAll(consumer), true],
     ] as const) {
       if (count >= limit) break;
@@ -1067,6 +1109,10 @@ export class Work {
         deliveries.push(delivery);
       }
       this.deleteListed(readyPrefix, claimed);
+    }
+    if (deliveries.length > 0) {
+      const row = await this.consumerRow(consumer);
+      if (row.claimedThrough === undefined || row.claimedThrough < now) this.consumers.set(consumer, { ...row, claimedThrough: now });
     }
     return deliveries;
   }

@@ -4,7 +4,7 @@
  * factory and a hand-driven clock, each asserting concrete values so that a
  * wrong implementation fails with a message naming the guarantee it broke.
  */
-import { deliveryBytes } from "../journal/arguments.js";
+import { CLOCK_BACK_TOLERANCE_MS, deliveryBytes } from "../journal/arguments.js";
 import { BILLING_GRADE, createUsageEvent, parseConsumerId } from "../journal/event.js";
 import type { Attempt, Capacity, ConsumerId, Delivery, DeliveryId, JsonValue, UsageEvent, UsageJournal } from "../journal/types.js";
 import { deepEqual, describeError, render, settle } from "./compare.js";
@@ -568,6 +568,35 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
       ],
       "the history",
     );
+  });
+
+  example("a claimer's clock that went back more than 5 minutes lapses the leases claimed after its now; less keeps them", {}, async ({ journal, t0 }) => {
+    await journal.append(usage(1, "user-1", t0));
+    await journal.append(usage(2, "user-2", t0));
+    await journal.append(usage(3, "user-1", t0));
+    const ahead = t0 + 2 * 3_600_000;
+    const claim = (now: number) => journal.claim(billing, { maxEvents: 10, leaseMs: 30_000, now });
+    expectEqual((await claim(ahead)).map((d) => d.id), [delivery(billing, 1, 1), delivery(billing, 2, 1)], "claimed with the clock 2 h ahead");
+    expectEqual(await claim(ahead - CLOCK_BACK_TOLERANCE_MS), [], "a clock back by exactly the tolerance keeps the leases");
+    // Set back 2 h: without the rule, both events would stay in flight until the clock reached the old lease ends.
+    const again = await claim(t0);
+    expectEqual(
+      again.map((d) => ({ id: d.id, leaseExpiresAt: d.leaseExpiresAt })),
+      [
+        { id: delivery(billing, 1, 2), leaseExpiresAt: t0 + 30_000 },
+        { id: delivery(billing, 2, 2), leaseExpiresAt: t0 + 30_000 },
+      ],
+      "the leases claimed after now lapsed: attempt 2 of each, event 3 still behind event 1",
+    );
+    expectEqual(
+      await journal.attempts(billing, rid(1)),
+      [
+        { attempt: 1, claimedAt: ahead, leaseExpiresAt: ahead + 30_000, outcome: { kind: "expired", at: t0 } },
+        { attempt: 2, claimedAt: t0, leaseExpiresAt: t0 + 30_000, outcome: null },
+      ],
+      "the lapsed attempt reads as expired when the clock went back",
+    );
+    expectEqual(await claim(t0 + 1000), [], "the new leases hold");
   });
 
   example("extend keeps a long delivery leased; a stale attempt cannot extend", {}, async ({ journal, time, t0 }) => {

@@ -27,7 +27,7 @@ import {
   NotQuarantinedError,
   QuarantinedError,
 } from "../journal/errors.js";
-import { MAX_KEPT_ATTEMPTS } from "../journal/arguments.js";
+import { CLOCK_BACK_TOLERANCE_MS, MAX_KEPT_ATTEMPTS } from "../journal/arguments.js";
 import { BILLING_GRADE, checkCapacity, checkDeliveryId, checkInteger, checkUsageEvent, isRequestId, isSameFact, parseConsumerId } from "../journal/event.js";
 import type {
   AckResult,
@@ -400,6 +400,11 @@ export class JournalOracle implements UsageJournal {
       const pruneAt = Math.min(now, this.clock());
       this.pruneEvents(pruneAt, OPPORTUNISTIC_PRUNE_LIMIT);
       this.register(c, pruneAt);
+      // 2. The claimer's clock went back: a lease claimed more than CLOCK_BACK_TOLERANCE_MS after `now` has lapsed (expired at `now`).
+      for (const status of this.statusesOf(c).values()) {
+        const latest = latestAttempt(status);
+        if (isInFlight(status, now) && latest!.claimedAt > now + CLOCK_BACK_TOLERANCE_MS) latest!.outcome = { kind: "expired", at: now };
+      }
 
       // 3. Take the candidate with the smallest position until maxEvents are chosen, or
       //    until the next delivery would take the chosen ones' JSON over maxBytes (the first is always taken).
