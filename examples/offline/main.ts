@@ -9,6 +9,12 @@
  * journal's mode and capacity: the forwarder refuses a telemetry-grade sink
  * for this billing-grade outbox, and reports a resend the worker takes as
  * new after its retention window (see the README's forwarding section).
+ * A token entered while the forwarder runs replaces it: the forwarder is
+ * stopped and started again with a sink connected with the new token (a
+ * refused token, 401 or 403, is waited out, not charged to the events, so
+ * they go once the right one is entered). The count of events waiting in the
+ * outbox is read again every few seconds, since another tab may be the one
+ * forwarding them.
  *
  * `window.isostoreExample` exposes the same actions to tests and the console.
  */
@@ -18,15 +24,19 @@ import { BILLING_GRADE, createJournal, createUsageEvent, newRequestId, parseCons
 import { browserOnline, createForwarder, type Forwarder, type ForwarderProgress } from "../../src/sync/index.js";
 
 const TOKEN_KEY = "isostore-example-token";
+/** How often the outbox's waiting count is read again (another tab may be forwarding it). */
+const WAITING_REFRESH_MS = 2_000;
 const consumer = parseConsumerId("forwarder");
 const source: UsageJournal = createJournal(indexedDbEngine({ name: "isostore-example", durability: "strict" }), { name: "outbox", capacity: BILLING_GRADE });
 
 let forwarder: Forwarder | null = null;
+/** The token the running forwarder's sink was connected with. */
+let forwarderToken: string | null = null;
 let recorded = 0;
 /** The worker's journal, once connected, with the token it was connected with. */
 let connected: { token: string; journal: HttpJournal } | null = null;
-/** Set while connecting, so a second sign-in does not start a second forwarder. */
-let starting = false;
+/** Starts, restarts and stops of the forwarder, one after another (a sign-in during a start waits for it). */
+let lifecycle: Promise<void> = Promise.resolve();
 /** Why the last attempt to connect failed (shown until the forwarder runs). */
 let connectError: string | null = null;
 let connectRetry: ReturnType<typeof setTimeout> | null = null;
@@ -78,8 +88,7 @@ async function recordConflict(): Promise<void> {
  * before sign-in). `connect` reads the journal's mode and capacity from the
  * worker rather than assuming them: the forwarder checks both.
  */
-async function sink(): Promise<HttpJournal | null> {
-  const token = sessionStorage.getItem(TOKEN_KEY);
+async function sink(token = sessionStorage.getItem(TOKEN_KEY)): Promise<HttpJournal | null> {
   if (!token) return null;
   if (connected?.token === token) return connected.journal;
   // One try per call: the forwarder resends itself, so it knows every resend and can report a possible duplicate.
@@ -88,42 +97,72 @@ async function sink(): Promise<HttpJournal | null> {
   return journal;
 }
 
-/** Start the forwarder once signed in; a failed connect (offline, the worker down, a bad token) is shown and tried again. */
-async function startForwarder(): Promise<void> {
-  if (forwarder || starting) return;
-  starting = true;
-  try {
-    const target = await sink();
-    if (!target || forwarder) return;
-    forwarder = createForwarder({
-      source,
-      consumer,
-      sink: target,
-      batchSize: 100,
-      leaseMs: 30_000,
-      pollIntervalMs: 1_000,
-      backoff: { initialMs: 500, maxMs: 10_000 },
-      online: browserOnline(),
-      lock: { name: "isostore-example-forwarder" },
-    });
-    connectError = null;
-    connectFailures = 0;
-    forwarder.addEventListener("progress", () => refreshWaiting());
-    forwarder.addEventListener("state", () => render());
-    forwarder.addEventListener("batch", () => void renderRejected());
-    forwarder.start();
-  } catch (error) {
-    connectError = error instanceof Error ? error.message : String(error);
-    connectFailures += 1;
-    if (connectRetry !== null) clearTimeout(connectRetry);
-    connectRetry = setTimeout(() => {
-      connectRetry = null;
-      void startForwarder();
-    }, Math.min(30_000, 500 * 2 ** connectFailures));
-  } finally {
-    starting = false;
-    render();
-  }
+/** Run `step` after the starts, restarts and stops queued before it. */
+function queued(step: () => Promise<void>): Promise<void> {
+  const next = lifecycle.then(step);
+  lifecycle = next.catch(() => undefined);
+  return next;
+}
+
+/**
+ * Start the forwarder once signed in, or restart it when the token changed: a
+ * forwarder keeps the sink it was made with, so after a new token (a typo
+ * corrected, a revoked token replaced) the old one is stopped (its held batch
+ * given back at once, its lock released), the connection made with the old
+ * token dropped, and a new forwarder started with the new one. A failed
+ * connect (offline, the worker down, a bad token) is shown and tried again.
+ */
+function startForwarder(): Promise<void> {
+  return queued(async () => {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (forwarder && forwarderToken === token) return;
+    if (forwarder) {
+      const old = forwarder;
+      forwarder = null;
+      forwarderToken = null;
+      render();
+      await old.stop();
+    }
+    if (connected !== null && connected.token !== token) connected = null;
+    try {
+      const target = await sink(token);
+      if (!target) return;
+      forwarder = createForwarder({
+        source,
+        consumer,
+        sink: target,
+        batchSize: 100,
+        leaseMs: 30_000,
+        pollIntervalMs: 1_000,
+        backoff: { initialMs: 500, maxMs: 10_000 },
+        online: browserOnline(),
+        lock: { name: "isostore-example-forwarder" },
+      });
+      forwarderToken = token;
+      connectError = null;
+      connectFailures = 0;
+      const mine = forwarder;
+      // A stopped forwarder's late events change nothing on the page.
+      mine.addEventListener("progress", () => {
+        if (forwarder === mine) refreshWaiting();
+      });
+      mine.addEventListener("state", () => {
+        if (forwarder === mine) render();
+      });
+      mine.addEventListener("batch", () => void renderRejected());
+      mine.start();
+    } catch (error) {
+      connectError = error instanceof Error ? error.message : String(error);
+      connectFailures += 1;
+      if (connectRetry !== null) clearTimeout(connectRetry);
+      connectRetry = setTimeout(() => {
+        connectRetry = null;
+        void startForwarder();
+      }, Math.min(30_000, 500 * 2 ** connectFailures));
+    } finally {
+      render();
+    }
+  });
 }
 
 function row(list: HTMLElement, term: string, value: string): void {
@@ -157,7 +196,7 @@ function render(): void {
   const status = element("status");
   status.replaceChildren();
   const progress: ForwarderProgress | null = forwarder?.progress ?? null;
-  row(status, "state", progress?.state ?? (connectError !== null ? "connecting" : "waiting for a token"));
+  row(status, "state", progress?.state ?? (connectError !== null || sessionStorage.getItem(TOKEN_KEY) ? "connecting" : "waiting for a token"));
   row(status, "recorded in this tab", String(recorded));
   row(status, "forwarded", String(progress?.forwarded ?? 0));
   row(status, "waiting in the outbox", waiting === null ? "?" : String(waiting));
@@ -182,8 +221,14 @@ async function renderRejected(): Promise<readonly QuarantinedEvent[]> {
 
 element<HTMLFormElement>("token-form").addEventListener("submit", (event) => {
   event.preventDefault();
-  sessionStorage.setItem(TOKEN_KEY, element<HTMLInputElement>("token").value);
+  const token = element<HTMLInputElement>("token").value;
   element<HTMLInputElement>("token").value = "";
+  if (token !== sessionStorage.getItem(TOKEN_KEY)) {
+    // A new token: a new connection, tried at once (not after the last failure's delay).
+    connectFailures = 0;
+    connectError = null;
+  }
+  sessionStorage.setItem(TOKEN_KEY, token);
   void startForwarder();
 });
 // Back online: connect now rather than after the retry's delay.
@@ -216,13 +261,21 @@ window.isostoreExample = {
   pending: async () => (await source.stats(consumer)).pending,
   stats: () => source.stats(consumer),
   rejected: renderRejected,
-  stop: async () => {
-    await forwarder?.stop();
-    forwarder = null;
-  },
+  stop: () =>
+    queued(async () => {
+      const old = forwarder;
+      forwarder = null;
+      forwarderToken = null;
+      await old?.stop();
+      render();
+    }),
 };
 
 render();
 refreshWaiting();
 void startForwarder();
 void renderRejected();
+// The outbox is shared by this origin's tabs: a tab standing by sees its count change only by reading it again.
+setInterval(() => {
+  if (document.visibilityState !== "hidden") refreshWaiting();
+}, WAITING_REFRESH_MS);

@@ -55,6 +55,9 @@
  *   again one by one, each for its own answer. `appendBatch` splits a batch
  *   over the body cap the same way, into requests sent one after another
  *   (see {@link HttpJournal.appendBatch}).
+ * - The server's clock: the `Date` header of the API's answers keeps an
+ *   estimate of it, to the second ({@link HttpJournal.serverNow}), which a
+ *   forwarder reads to age its resends by the sink's clock too.
  */
 import { waitOutMarks } from "../cause-chain.js";
 import {
@@ -354,6 +357,8 @@ export class HttpJournal implements UsageJournal {
   private pumping = false;
   /** Per ordering key (its text), the last call holding it not yet settled; forgotten once it settles (see {@link HttpJournal.inKeyOrder}). */
   private readonly keyTails = new Map<string, KeyTail>();
+  /** The server's clock minus this client's (`Date.now()`), from the `Date` header of the API's latest dated answer; null before one. */
+  private serverOffsetMs: number | null = null;
 
   /**
    * Ask the server for the journal's capacity and mode, and return a client.
@@ -363,7 +368,48 @@ export class HttpJournal implements UsageJournal {
   static async connect(options: HttpJournalOptions): Promise<HttpJournal> {
     const probe = new HttpJournal({ ...options, capacity: { maxEvents: 1, maxDeliveryAttempts: 1, retainAcknowledgedMs: 0, policy: "refuse" }, mode: "telemetry_grade" });
     const info = await probe.send({ method: "GET", path: "", idempotent: true, read: answer<HttpJournalDescriptor>(fields({ capacity: isCapacity, mode: oneOf("billing_grade", "telemetry_grade") })) });
-    return new HttpJournal({ ...options, capacity: info.capacity, mode: info.mode });
+    const journal = new HttpJournal({ ...options, capacity: info.capacity, mode: info.mode });
+    journal.serverOffsetMs = probe.serverOffsetMs;
+    return journal;
+  }
+
+  /**
+   * The server's clock now, as far as its answers tell (epoch ms), or null
+   * before any answer of the API carried a usable `Date` header.
+   *
+   * Every answer of the API (a 2xx the client reads as the API's answer, or
+   * an error with the API's JSON body; not a proxy's or a portal's page)
+   * that carries a `Date` header updates the estimate: the offset between
+   * that date and `Date.now()` when the answer came is kept, and
+   * `serverNow()` is `Date.now()` plus it. A `Date` header has a resolution
+   * of one second (truncated) and is stamped before the answer travels, so
+   * the estimate may be behind the server's clock by up to a second plus the
+   * answer's transit time, never ahead of it (clock drift aside). The
+   * isostore worker sets no `Date` header of its own: answers served through
+   * Cloudflare's edge carry one, `wrangler dev` answers carry none (this then
+   * stays null), and a browser reads it on a cross-origin answer only when
+   * the server exposes it (`Access-Control-Expose-Headers: date`).
+   *
+   * The forwarder (`isostore/sync`) reads it to age a resend by the sink's
+   * clock as well as its own: a device clock behind the server's would
+   * otherwise hide a resend that the server's retention window, counted on
+   * its own clock, no longer recognises (see `ForwarderSink.serverNow`).
+   */
+  serverNow(): number | null {
+    return this.serverOffsetMs === null ? null : Date.now() + this.serverOffsetMs;
+  }
+
+  /** Keep the server's clock offset from an answer of the API's `Date` header (`receivedAt`: `Date.now()` when its headers came). */
+  private noteServerDate(response: ResponseLike, receivedAt: number): void {
+    let value: string | null;
+    try {
+      value = response.headers.get("date");
+    } catch {
+      return;
+    }
+    if (typeof value !== "string") return;
+    const date = Date.parse(value);
+    if (Number.isFinite(date)) this.serverOffsetMs = date - receivedAt;
   }
 
   /** A client for a journal whose capacity and mode are already known (else use {@link HttpJournal.connect}). */
@@ -467,11 +513,13 @@ export class HttpJournal implements UsageJournal {
       return new BackendError(`${stage} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: new NetworkFailure(error), retryable: true });
     };
     let response: ResponseLike;
+    let receivedAt = 0;
     let text: string;
     try {
       try {
         const init = { method: call.method, headers, signal: stop as unknown as FetchSignal, ...(call.body === undefined ? {} : { body: JSON.stringify(call.body) }) };
         response = await untilAborted(this.fetcher(`${this.base}${call.path}`, init), stop);
+        receivedAt = Date.now();
       } catch (error) {
         throw failed(error, `the request to ${call.path || "/"}`);
       }
@@ -493,12 +541,17 @@ export class HttpJournal implements UsageJournal {
     }
     if (response.status >= 200 && response.status < 300) {
       if (body === undefined) throw new BackendError(`the server answered ${response.status} without a JSON body`, { cause: new HttpError(response.status, "invalid_answer", text.slice(0, 200)) });
+      let result: T;
       try {
-        return call.read(body);
+        result = call.read(body);
       } catch {
         throw new BackendError(`the server answered ${response.status} to ${call.path || "/"} with a body that is not the API's answer`, { cause: new HttpError(response.status, "invalid_answer", text.slice(0, 200)) });
       }
+      this.noteServerDate(response, receivedAt);
+      return result;
     }
+    // Only the API's own answers tell the server's clock, not a proxy's or a portal's page.
+    if (isApiError(body)) this.noteServerDate(response, receivedAt);
     throw errorFromAnswer(response.status, body);
   }
 
@@ -917,6 +970,12 @@ function answer<B, T = B>(shape: Check, convert: (body: B) => T = (body) => body
 
 /** The `read` of a call answered `{}`. */
 const done = answer<void>(fields({}), () => undefined);
+
+/** Whether an error answer's body is the API's JSON error (`{ "error": { "code": string, ... } }`). */
+function isApiError(body: unknown): boolean {
+  const error = typeof body === "object" && body !== null ? (body as { error?: unknown }).error : undefined;
+  return typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string";
+}
 
 /** The typed error of a non-2xx answer. */
 function errorFromAnswer(status: number, body: unknown): JournalError {

@@ -13,11 +13,12 @@
  *   failure of a whole call but a typed refusal of the request's input
  *   (`isSinkWide` in `errors.ts`): the sink unavailable, timing out or
  *   overloaded (429, 408, any 5xx, a network failure), misconfigured or
- *   misrouted (401, 403 `forbidden`, 404 `unknown_journal` or a 404 page, a
- *   2xx that is not the API's answer such as a captive portal's 200 HTML
- *   page: `invalid_answer`, any error body that is not the API's JSON), or
- *   breaking the `appendBatch` contract (`sink_protocol`). Each failed send
- *   is reported (`error` events, `lastError`). The loop holds the batch and
+ *   misrouted (401, 403 `forbidden`, 403 `forbidden_namespace` for a
+ *   namespace the credentials may not append, 404 `unknown_journal` or a
+ *   404 page, a 2xx that is not the API's answer such as a captive portal's
+ *   200 HTML page: `invalid_answer`, any error body that is not the API's
+ *   JSON), or breaking the `appendBatch` contract (`sink_protocol`). Each
+ *   failed send is reported (`error` events, `lastError`). The loop holds the batch and
  *   sends what is left of it again after the backoff (capped by the
  *   policy's `maxMs`), so an outage or a misconfiguration of any length
  *   costs each event one delivery attempt: claiming again would spend a new
@@ -31,9 +32,9 @@
  *   `isUnexplainedAnswer`), unlike a network failure, a timeout, 429, 502,
  *   503, 504, a storage failure the API reports (`backend`, however it comes
  *   and goes) or a refusal of the credentials (401, 403), which are never
- *   split. A batch whose whole call fails that way `SPLIT_AFTER_FAILURES` (3)
- *   times in a row is split in halves, down to single events, as for a 413;
- *   the parts the sink accepts are acknowledged. An event that still fails
+ *   split in halves. A batch whose whole call fails that way
+ *   `SPLIT_AFTER_FAILURES` (3) times in a row is split in halves, down to
+ *   single events, as for a 413; the parts the sink accepts are acknowledged. An event that still fails
  *   alone is charged (nacked with backoff, its attempt counted, so the
  *   attempt budget ends it as `attempts_exhausted`) only when another part
  *   of the same send was accepted, which shows the sink takes events;
@@ -58,12 +59,16 @@
  *   attempt budget turns a poison batch into `attempts_exhausted` without
  *   guessing here. A batch too large for the sink (`payload_too_large`) is
  *   split in halves until each part passes; a single event too large on its
- *   own is refused for good (`rejected`). A batch refused as
- *   `forbidden_namespace` (the worker refuses a whole batch for one event's
- *   namespace the token may not append to) is split the same way, and the
- *   event refused alone is refused for good (`rejected`); a refusal of the
- *   credentials themselves (401, or 403 `forbidden`: no append scope at all)
- *   is waited out.
+ *   own is refused for good (`rejected`).
+ * - A refusal of the credentials is waited out, with the batch held and each
+ *   failed send reported, never charged nor quarantined: 401, 403 `forbidden`
+ *   (no append scope at all), and 403 `forbidden_namespace` (the worker
+ *   refuses a whole batch for one event's namespace the token may not append
+ *   to: a token with the wrong `append:` scope, a misconfiguration as much as
+ *   a wrong token, which a corrected token and a restart of the forwarder
+ *   end). A batch of several namespaces refused as `forbidden_namespace` is
+ *   sent again one namespace at a time, so the namespaces the token covers
+ *   go; a namespace refused on its own waits, held.
  * - The loop claims a batch (which spends an attempt of each event) only once
  *   the sink answers a call of no events (`sinkAnswers`), at each start and
  *   after a failed batch: restarts and lapsed leases through an outage spend
@@ -72,7 +77,10 @@
  * - A resend answered `accepted` for an event observed longer ago than the
  *   sink's `capacity.retainAcknowledgedMs` is reported as a
  *   `PossibleDuplicateError` (and acknowledged): the sink may have stored,
- *   delivered and pruned the earlier copy, and taken this one as new. A
+ *   delivered and pruned the earlier copy, and taken this one as new. The
+ *   age is read on the later of the forwarder's clock and the sink's, when
+ *   the sink tells it (`serverNow`: an `HttpJournal` reads the `Date` header
+ *   of the server's answers), since the sink prunes by its own clock. A
  *   resend is an event of a delivery attempt over 1, or one whose earlier
  *   send in this batch failed with the outcome unknown (`isOutcomeUnknown`:
  *   a network failure, a timeout or an abort, a gateway's 502, 504 or 52x, a
@@ -155,6 +163,16 @@ export interface ForwarderSink {
   readonly mode?: DeliveryMode;
   /** The sink journal's capacity, when it is one; the forwarder reads `retainAcknowledgedMs` and `policy` only. */
   readonly capacity?: Partial<Pick<Capacity, "retainAcknowledgedMs" | "policy">>;
+  /**
+   * The sink's clock now (epoch ms) as far as it knows it, or null when it
+   * does not (`HttpJournal.serverNow`: the `Date` header of the server's
+   * answers). The sink forgets a request id `retainAcknowledgedMs` after the
+   * event's `observedAt` by its own clock, so the forwarder ages a resend by
+   * the later of its clock and this one (plus a second for a `Date` header's
+   * resolution): a device clock behind the sink's does not hide a resend the
+   * sink may have taken as new. Without it, the forwarder's clock alone.
+   */
+  serverNow?(): number | null;
 }
 
 /** Which step of the forwarder failed. */
@@ -435,12 +453,20 @@ async function send(context: BatchContext, deliveries: readonly Delivery[], sent
     }
   } catch (error) {
     context.report({ phase: "append", error, requestIds: deliveries.map((delivery) => delivery.id.event) });
-    if (isPayloadTooLarge(error) || isForbiddenNamespace(error)) {
-      // Too large, or a namespace the credentials may not append (the worker refuses the whole call for one
-      // event's): halves until each part passes, so the other events are not held back with it, and the
+    if (isPayloadTooLarge(error)) {
+      // Too large: halves until each part passes, so the other events are not held back with it, and the
       // event refused alone is refused for good.
       if (deliveries.length === 1) return [{ kind: "refused", error }];
       return sendHalves(context, deliveries, sentBefore, probe);
+    }
+    if (isForbiddenNamespace(error)) {
+      // The credentials may not append a namespace of the call (the worker refuses the whole call for it): a fault
+      // of the sink's credentials (a token with the wrong `append:` scope), not of the events, so waited out as a
+      // 403 `forbidden` is, the batch held and nothing charged. The namespaces the credentials do cover still go:
+      // the call is sent again one namespace at a time, and a namespace refused on its own waits.
+      const namespaces = byNamespace(deliveries);
+      if (namespaces.length > 1) return sendParts(context, deliveries, namespaces, sentBefore, probe);
+      return deliveries.map(() => ({ kind: "again", error }));
     }
     // Only a failure that leaves unknown whether the sink stored the events makes a later send of them a resend.
     if (isOutcomeUnknown(error)) for (const delivery of deliveries) sentBefore.add(delivery.id.event);
@@ -467,6 +493,35 @@ async function send(context: BatchContext, deliveries: readonly Delivery[], sent
     context.report({ phase: "append", error, requestIds: [delivery.id.event] });
     return isRetryable(error) ? { kind: "again", error } : { kind: "refused", error };
   });
+}
+
+/** The indexes of `deliveries` grouped by the namespace of their event, in order of first appearance. */
+function byNamespace(deliveries: readonly Delivery[]): number[][] {
+  const groups = new Map<string, number[]>();
+  deliveries.forEach((delivery, index) => {
+    const namespace = delivery.event.orderingKey.namespace;
+    const group = groups.get(namespace);
+    if (group === undefined) groups.set(namespace, [index]);
+    else group.push(index);
+  });
+  return [...groups.values()];
+}
+
+/**
+ * {@link send} for each part of `deliveries` (`parts`: lists of their indexes,
+ * together each index once), one after the other; the outcomes in the order of
+ * `deliveries`. A part keeps the order of its events, so an ordering key's
+ * events (all of one namespace) go in order.
+ */
+async function sendParts(context: BatchContext, deliveries: readonly Delivery[], parts: readonly (readonly number[])[], sentBefore: Set<string>, probe: SendProbe): Promise<Outcome[]> {
+  const outcomes: Outcome[] = new Array<Outcome>(deliveries.length);
+  for (const part of parts) {
+    const sent = await send(context, part.map((index) => deliveries[index]!), sentBefore, probe);
+    part.forEach((index, at) => {
+      outcomes[index] = sent[at]!;
+    });
+  }
+  return outcomes;
 }
 
 /** {@link send} for each half of `deliveries`, one after the other. */
@@ -536,18 +591,44 @@ function sinkRetention(sink: ForwarderSink): number | null {
 }
 
 /**
+ * How far the sink's clock may be ahead of what `serverNow()` says: an
+ * `HttpJournal` reads it off a `Date` header, which is truncated to the second.
+ */
+const SINK_CLOCK_RESOLUTION_MS = 1000;
+
+/**
+ * The latest the sink's clock may read now, by its own account
+ * (`serverNow()` plus {@link SINK_CLOCK_RESOLUTION_MS}), or null when it tells
+ * nothing usable.
+ */
+function sinkClock(sink: ForwarderSink): number | null {
+  try {
+    if (typeof sink.serverNow !== "function") return null;
+    const now = sink.serverNow();
+    return typeof now === "number" && Number.isFinite(now) ? now + SINK_CLOCK_RESOLUTION_MS : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
  * Report a {@link PossibleDuplicateError} when `delivery` was sent before (a
  * delivery attempt over 1, or `sentEarlier` in this batch) and the sink
  * answered `accepted` although the event is older than the sink's retention
  * window: the sink forgets a request id `retainMs` after its `observedAt`, so
  * the earlier copy may have been stored and pruned, and this one stored anew.
+ * The age is read on the later of the forwarder's clock and the sink's, as
+ * the sink tells it (`ForwarderSink.serverNow`, taken at its latest possible
+ * reading): the sink prunes by its own clock, which may be ahead of the
+ * device's; when either clock says the window has passed, it is reported.
  */
 function checkResend(context: BatchContext, delivery: Delivery, sentEarlier: boolean, retainMs: number | null): void {
   if (retainMs === null || (delivery.id.attempt <= 1 && !sentEarlier)) return;
   const now = context.clock();
+  const sinkNow = sinkClock(context.sink);
   const observedAt = delivery.event.observedAt;
-  if (now - observedAt < retainMs) return;
-  const error = new PossibleDuplicateError({ requestId: delivery.id.event, observedAt, answeredAt: now, retainAcknowledgedMs: retainMs, attempt: delivery.id.attempt });
+  if (Math.max(now, sinkNow ?? now) - observedAt < retainMs) return;
+  const error = new PossibleDuplicateError({ requestId: delivery.id.event, observedAt, answeredAt: now, sinkNow, retainAcknowledgedMs: retainMs, attempt: delivery.id.attempt });
   context.report({ phase: "append", error, requestIds: [delivery.id.event] });
 }
 

@@ -68,8 +68,13 @@ export class SinkProtocolError extends SinkError {
  * a sink retention window longer than the longest time an event can wait in
  * the source plus its resends.
  *
- * The age is read on the forwarder's clock, the pruning on the sink's, so a
- * clock skew between the two shifts the boundary by as much.
+ * The sink prunes by its own clock. The age is read on the later of the
+ * forwarder's clock and the sink's as the sink tells it
+ * (`ForwarderSink.serverNow`; an `HttpJournal` estimates it from the `Date`
+ * header of the server's answers, to the second, so a second is added), so a
+ * device clock behind the sink's does not hide a possible duplicate. A sink
+ * that does not tell its clock leaves the forwarder's alone, and a skew
+ * between the two then shifts the boundary by as much.
  */
 export class PossibleDuplicateError extends SinkError {
   declare readonly code: "possible_duplicate";
@@ -78,14 +83,23 @@ export class PossibleDuplicateError extends SinkError {
   readonly observedAt: number;
   /** The forwarder's clock when the sink answered (epoch ms). */
   readonly answeredAt: number;
+  /**
+   * The sink's clock when it answered, at its latest as the sink told it
+   * (`ForwarderSink.serverNow` plus a second for a `Date` header's
+   * resolution; epoch ms), or null when the sink did not tell.
+   */
+  readonly sinkNow: number | null;
   /** The sink's retention window for acknowledged events (ms). */
   readonly retainAcknowledgedMs: number;
   /** The event's delivery attempt in the source. */
   readonly attempt: number;
-  constructor(details: { requestId: string; observedAt: number; answeredAt: number; retainAcknowledgedMs: number; attempt: number }) {
+  constructor(details: { requestId: string; observedAt: number; answeredAt: number; sinkNow?: number | null; retainAcknowledgedMs: number; attempt: number }) {
+    const sinkNow = details.sinkNow ?? null;
+    const bySink = sinkNow !== null && sinkNow > details.answeredAt;
+    const age = (bySink ? sinkNow : details.answeredAt) - details.observedAt;
     super(
       "possible_duplicate",
-      `the sink answered accepted for \`${details.requestId}\`, sent before (attempt ${details.attempt}) and observed ${details.answeredAt - details.observedAt} ms ago, ` +
+      `the sink answered accepted for \`${details.requestId}\`, sent before (attempt ${details.attempt}) and observed ${age} ms ago${bySink ? " by the sink's clock" : ""}, ` +
         `beyond the sink's retainAcknowledgedMs of ${details.retainAcknowledgedMs} ms: an earlier copy may have been stored and pruned, so the event may be at the sink twice`,
       { retryable: false },
     );
@@ -93,6 +107,7 @@ export class PossibleDuplicateError extends SinkError {
     this.requestId = details.requestId;
     this.observedAt = details.observedAt;
     this.answeredAt = details.answeredAt;
+    this.sinkNow = sinkNow;
     this.retainAcknowledgedMs = details.retainAcknowledgedMs;
     this.attempt = details.attempt;
   }
@@ -151,8 +166,11 @@ export function isPayloadTooLarge(error: unknown): boolean {
 
 /**
  * The sink refused the call because the credentials may not append the
- * namespace of an event in it (`forbidden_namespace`, a 403 of the worker):
- * they work, and that event is not theirs to send.
+ * namespace of an event in it (`forbidden_namespace`, a 403 of the worker).
+ * A fault of the sink's credentials (a token with the wrong `append:` scope),
+ * not of the event: the forwarder waits it out as it does a 403 `forbidden`,
+ * charging and quarantining nothing, and sends a batch of several namespaces
+ * again one namespace at a time so that those the credentials cover go.
  */
 export function isForbiddenNamespace(error: unknown): boolean {
   return carries(error, ["forbidden_namespace"], []);
@@ -190,9 +208,10 @@ function isApiCode(code: unknown): code is string {
  * carries its `HttpError`) is an HTTP 400, 409, 415 or 422 with a code of
  * the API. Such a status without one (`http_400`: the body was not the API's
  * JSON, so a proxy or a portal answered) is not: nothing says the request
- * was at fault. 413 `payload_too_large` and 403 `forbidden_namespace` are
- * refusals of the request too, but the forwarder splits the batch for those
- * before it asks (see {@link isPayloadTooLarge}).
+ * was at fault. 413 `payload_too_large` is a refusal of the request too, but
+ * the forwarder splits the batch for it before it asks (see
+ * {@link isPayloadTooLarge}); 403 `forbidden_namespace` is a refusal of the
+ * credentials, not of the input (see {@link isForbiddenNamespace}).
  */
 export function isRequestRefusal(error: unknown): boolean {
   const code = errorCode(error);
@@ -210,7 +229,8 @@ export function isRequestRefusal(error: unknown): boolean {
  * is not a typed refusal of the request's input ({@link isRequestRefusal}).
  * So: the sink unavailable, overloaded or timing out (429, 5xx of any kind,
  * 408, a network failure), a misconfigured or misrouted sink (401 / 403
- * refusing the credentials, 404 `unknown_journal` or a 404 page, a 2xx that
+ * refusing the credentials, for every namespace or, `forbidden_namespace`,
+ * for one; 404 `unknown_journal` or a 404 page, a 2xx that
  * is not the API's answer: `invalid_answer`, e.g. a captive portal's 200 HTML
  * page), an error body that is not the API's JSON, a sink that breaks the
  * `appendBatch` contract (`sink_protocol`), anything untyped. None of these

@@ -7,10 +7,11 @@
  * - Every claimed event ends acknowledged after the sink holds it, or
  *   quarantined as `rejected` after a permanent refusal of that event. An
  *   outage or a misconfiguration of the sink (unavailable, timing out, full,
- *   refusing the credentials, answering 404, 5xx or something that is not
- *   the API's answer) is waited out by the loop with the batch held and
- *   reported at each send: it costs each event one delivery attempt,
- *   whatever its length. Only a batch whose input the sink refuses (a typed
+ *   refusing the credentials: 401, 403 `forbidden`, or 403
+ *   `forbidden_namespace` for a namespace the token's `append:` scopes miss;
+ *   answering 404, 5xx or something that is not the API's answer) is waited
+ *   out by the loop with the batch held and reported at each send: it costs
+ *   each event one delivery attempt, whatever its length. Only a batch whose input the sink refuses (a typed
  *   400) with no event to blame is nacked and redelivered, and the journal's
  *   attempt budget quarantines a poison batch as `attempts_exhausted` in the
  *   end (see `batch.ts`).

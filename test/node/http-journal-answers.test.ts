@@ -288,3 +288,52 @@ describe("HttpJournal: events stored before times were bounded", () => {
     expect(await rejection(journal.append(claimed!.event))).toMatchObject({ code: "invalid_event", rule: "observed_at" });
   });
 });
+
+describe("HttpJournal: the server's clock from the Date header of its answers", () => {
+  const HOUR_MS = 60 * 60 * 1000;
+  /** A client answered by `answer(path)`: status, JSON body and Date header (null: none). */
+  function dated(answer: (url: string) => { status: number; body: unknown; date: string | null }) {
+    const fetch: FetchLike = async (url) => {
+      const { status, body, date } = answer(url);
+      return { status, headers: { get: (name: string) => (name.toLowerCase() === "date" ? date : null) }, text: async () => (typeof body === "string" ? body : JSON.stringify(body)) };
+    };
+    return new HttpJournal({ baseUrl: "http://isostore.test", journal: "usage", token: TOKEN, fetch, capacity: BILLING_GRADE, mode: "billing_grade", batching: false, retry: { attempts: 1 } });
+  }
+  const stats = { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null, dropped: 0, capacity: BILLING_GRADE };
+
+  it("is null before any dated answer, then the answer's date plus the time since, to the second", async () => {
+    let date: string | null = null;
+    const journal = dated(() => ({ status: 200, body: stats, date }));
+    expect(journal.serverNow()).toBeNull();
+    await journal.stats(billing);
+    expect(journal.serverNow()).toBeNull(); // an answer without a Date header tells nothing
+    date = new Date(Date.now() + 25 * HOUR_MS).toUTCString(); // a server clock 25 h ahead of this one
+    await journal.stats(billing);
+    const ahead = journal.serverNow()! - Date.now();
+    expect(ahead).toBeGreaterThan(25 * HOUR_MS - 2_000);
+    expect(ahead).toBeLessThanOrEqual(25 * HOUR_MS);
+    date = "not a date"; // an unreadable header leaves the estimate as it was
+    await journal.stats(billing);
+    expect(journal.serverNow()! - Date.now()).toBeGreaterThan(25 * HOUR_MS - 2_000);
+  });
+
+  it("takes the API's error answers too, but not a page that is not the API's (a proxy's, a portal's)", async () => {
+    let answer: { status: number; body: unknown; date: string | null } = { status: 502, body: "<html>Bad Gateway</html>", date: new Date(Date.now() + 10 * HOUR_MS).toUTCString() };
+    const journal = dated(() => answer);
+    await expect(journal.stats(billing)).rejects.toMatchObject({ code: "backend" });
+    expect(journal.serverNow()).toBeNull();
+    answer = { status: 200, body: "<html>Hotel WiFi</html>", date: new Date(Date.now() + 10 * HOUR_MS).toUTCString() };
+    await expect(journal.stats(billing)).rejects.toMatchObject({ code: "backend" });
+    expect(journal.serverNow()).toBeNull();
+    answer = { status: 401, body: { error: { code: "unauthorized", message: "no", retryable: false } }, date: new Date(Date.now() - 3 * HOUR_MS).toUTCString() };
+    await expect(journal.stats(billing)).rejects.toMatchObject({ code: "backend" });
+    expect(journal.serverNow()! - (Date.now() - 3 * HOUR_MS)).toBeLessThan(2_000);
+  });
+
+  it("connect keeps what its descriptor's answer told", async () => {
+    const date = new Date(Date.now() + 2 * HOUR_MS).toUTCString();
+    const fetch: FetchLike = async () => ({ status: 200, headers: { get: (name: string) => (name.toLowerCase() === "date" ? date : null) }, text: async () => JSON.stringify({ name: "usage", capacity: BILLING_GRADE, mode: "billing_grade" }) });
+    const journal = await HttpJournal.connect({ baseUrl: "http://isostore.test", journal: "usage", token: TOKEN, fetch });
+    expect(journal.serverNow()! - Date.now()).toBeGreaterThan(2 * HOUR_MS - 2_000);
+  });
+});

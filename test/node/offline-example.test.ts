@@ -8,12 +8,18 @@
  *   once after it goes online;
  * - a reload in the middle of forwarding loses nothing and doubles nothing;
  * - two tabs of the same origin forward through one lock without doubling;
- * - a conflicting event is quarantined in the page as `rejected`.
+ * - a conflicting event is quarantined in the page as `rejected`;
+ * - a standby tab's count of events waiting in the outbox follows what the
+ *   forwarding tab sends;
+ * - a token whose append scope misses the page's namespace holds the events
+ *   (nothing quarantined), and the right token, entered without a reload,
+ *   restarts the forwarder and sends them.
  *
  * "Exactly once" is checked at the worker: a consumer that never claimed sees
  * every stored event as pending, and a full claim lists each request id once.
  */
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright";
 import { build } from "vite";
@@ -23,14 +29,32 @@ import { HttpJournal } from "../../src/http/index.js";
 import { BILLING_GRADE, parseConsumerId } from "../../src/index.js";
 
 const TOKEN = "offline-example-token-0123456789";
+/** A token whose append scope names another namespace than the page's (`example`): a typo. */
+const TYPO_TOKEN = "offline-example-typo-token-0123456789";
+const EXAMPLE_HTML = fileURLToPath(new URL("../../web/dist/example/index.html", import.meta.url));
+
+/** The newest modification time (ms) of the files under `path`. */
+function newest(path: string): number {
+  const stat = statSync(path);
+  if (!stat.isDirectory()) return stat.mtimeMs;
+  return Math.max(0, ...readdirSync(path).map((name) => newest(join(path, name))));
+}
+
+/** Whether the example's build is missing or older than its sources (the page and the library it bundles). */
+function exampleBuildStale(): boolean {
+  if (!existsSync(EXAMPLE_HTML)) return true;
+  const built = statSync(EXAMPLE_HTML).mtimeMs;
+  return ["../../examples/offline", "../../src", "../../adapters/indexeddb"].some((dir) => newest(fileURLToPath(new URL(dir, import.meta.url))) > built);
+}
 const CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"];
 
 interface ExampleWindow {
   isostoreExample: {
     record(count: number, subject?: string): Promise<string[]>;
     recordConflict(): Promise<void>;
-    progress(): { state: string; forwarded: number; quarantined: number } | null;
+    progress(): { state: string; forwarded: number; quarantined: number; lastError: { message: string } | null } | null;
     pending(): Promise<number>;
+    stats(): Promise<{ pending: number; inFlight: number; quarantined: number }>;
     rejected(): Promise<readonly { reason: string }[]>;
   };
 }
@@ -41,10 +65,15 @@ describe("offline example: IndexedDB -> forwarder -> worker, in Chromium", () =>
   let audits = 0;
 
   beforeAll(async () => {
-    if (!existsSync(fileURLToPath(new URL("../../web/dist/example/index.html", import.meta.url)))) {
+    if (exampleBuildStale()) {
       await build({ configFile: fileURLToPath(new URL("../../examples/offline/vite.config.ts", import.meta.url)), logLevel: "warn" });
     }
-    worker = await startDevWorker({ tokens: [{ name: "example", token: TOKEN, scopes: ["append:*", "consume", "operate"] }] });
+    worker = await startDevWorker({
+      tokens: [
+        { name: "example", token: TOKEN, scopes: ["append:*", "consume", "operate"] },
+        { name: "typo", token: TYPO_TOKEN, scopes: ["append:exmaple"] },
+      ],
+    });
     browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
   }, 120_000);
 
@@ -75,8 +104,8 @@ describe("offline example: IndexedDB -> forwarder -> worker, in Chromium", () =>
     return page;
   }
 
-  async function signIn(page: Page): Promise<void> {
-    await page.fill("#token", TOKEN);
+  async function signIn(page: Page, token = TOKEN): Promise<void> {
+    await page.fill("#token", token);
     await page.click("#token-form button[type=submit]");
   }
 
@@ -135,6 +164,8 @@ describe("offline example: IndexedDB -> forwarder -> worker, in Chromium", () =>
     expect(await first.evaluate(() => (globalThis as unknown as ExampleWindow).isostoreExample.progress()?.state)).not.toBe("standby");
     const minted = [...(await record(first, 150, "tab-a")), ...(await record(second, 150, "tab-b"))];
     await waitDrained(first);
+    // The standby tab sees the outbox it shares with the forwarding tab empty out, though it sent nothing itself.
+    await second.waitForFunction(() => document.querySelector('dd[data-field="waiting in the outbox"]')?.textContent === "0", undefined, { timeout: 15_000 });
     await first.close(); // the lock passes to the other tab
     await second.waitForFunction(() => (globalThis as unknown as ExampleWindow).isostoreExample.progress()?.state !== "standby", undefined, { timeout: 30_000 });
     const later = await record(second, 50, "tab-b");
@@ -151,4 +182,26 @@ describe("offline example: IndexedDB -> forwarder -> worker, in Chromium", () =>
     expect((await rejected()).map((item) => item.reason)).toEqual(["rejected"]);
     await context.close();
   }, 180_000);
+
+  it("a token whose append scope misses the page's namespace holds the events, none quarantined; the right token, entered without a reload, sends them", async () => {
+    const context = await browser.newContext();
+    const page = await openExample(context);
+    await signIn(page, TYPO_TOKEN);
+    const ids = await record(page, 3, "token-typo");
+    // The worker refuses the batch (403 forbidden_namespace): a fault of the token, waited out with the batch held.
+    await page.waitForFunction(() => (globalThis as unknown as ExampleWindow).isostoreExample.progress()?.lastError?.message.includes("forbidden_namespace") === true, undefined, { timeout: 15_000 });
+    const stats = () => page.evaluate(() => (globalThis as unknown as ExampleWindow).isostoreExample.stats());
+    const refused = await stats(); // one ordering key: one event in flight (held), the others pending behind it
+    expect([refused.pending + refused.inFlight, refused.quarantined]).toEqual([3, 0]);
+    await signIn(page, TOKEN);
+    const deadline = Date.now() + 20_000;
+    for (let left = await stats(); left.pending + left.inFlight > 0; left = await stats()) {
+      if (Date.now() > deadline) throw new Error(`the page still holds ${JSON.stringify(left)} after the right token`);
+      await page.waitForTimeout(200);
+    }
+    expect(await stats()).toMatchObject({ quarantined: 0 });
+    const held = new Set(await workerIds());
+    for (const id of ids) expect(held.has(id)).toBe(true);
+    await context.close();
+  }, 60_000);
 });

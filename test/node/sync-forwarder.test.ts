@@ -747,6 +747,47 @@ describe("forwarder: the loop waits out a failing sink without spending attempts
     }
   });
 
+  it("a sink refusing one namespace (403 forbidden_namespace: the token's append scope misses it) holds its events, uncharged, until fixed: every event arrives, none quarantined", async () => {
+    const r = rig();
+    const refused = [...(await r.append("other/x", 2)), ...(await r.append("other/y", 1))];
+    const allowed = await r.append("acme/alice", 2);
+    const state = { fixed: false, refusals: 0 };
+    const forbidden = () =>
+      new BackendError("HTTP 403 forbidden_namespace: this token may not append to namespace `other`", {
+        retryable: false,
+        cause: new HttpError(403, "forbidden_namespace", "this token may not append to namespace `other`"),
+      });
+    // The worker's rule: a call holding an event of a namespace the token may not append is refused whole.
+    const sink: ForwarderSink = {
+      appendBatch: async (events) => {
+        if (!state.fixed && events.some((event) => event.orderingKey.namespace === "other")) {
+          state.refusals += 1;
+          throw forbidden();
+        }
+        return r.sink.appendBatch(events);
+      },
+    };
+    const forwarder = r.forwarder({ sink, pollIntervalMs: 60_000 });
+    const errors: ForwarderFailure[] = [];
+    forwarder.addEventListener("error", (event) => errors.push(event.detail));
+    forwarder.start();
+    for (let i = 0; i < 30; i++) await r.scheduler.advance(10_000);
+    // The namespace the token covers goes; the refused one waits, held (in flight, its attempt 1), and is reported.
+    expect(r.sink.stored.map((event) => event.id)).toEqual(allowed.map((event) => event.id));
+    expect(state.refusals).toBeGreaterThan(SOURCE_CAPACITY.maxDeliveryAttempts);
+    expect(forwarder.progress).toMatchObject({ state: "backing_off", quarantined: 0, retried: 0, lastError: { phase: "append", retryable: false } });
+    expect(forwarder.progress.lastError?.message).toContain("forbidden_namespace");
+    expect(errors.filter((error) => error.message.includes("forbidden_namespace")).length).toBeGreaterThan(SOURCE_CAPACITY.maxDeliveryAttempts);
+    expect(await r.source.stats(consumer)).toMatchObject({ pending: 1, inFlight: 2, quarantined: 0 });
+
+    state.fixed = true; // the right token
+    for (let i = 0; i < 5; i++) await r.scheduler.advance(10_000);
+    await forwarder.stop();
+    expect(forwarder.progress).toMatchObject({ forwarded: 5, quarantined: 0, retried: 0 });
+    for (const event of [...refused, ...allowed]) expect((await attemptsOf(r, event.id)).map((a) => [a.attempt, a.outcome?.kind])).toEqual([[1, "acked"]]);
+    expect(await audit(r)).toEqual(new Map());
+  });
+
   it("a sink breaking the appendBatch contract (the wrong number of results) is the sink's fault too: held, not charged", async () => {
     const r = rig();
     await r.append("acme/alice", 1);

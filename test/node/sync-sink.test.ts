@@ -313,6 +313,94 @@ describe("forwarder: a resend the sink takes as new after its retention window i
   });
 });
 
+describe("forwarder: a resend is aged by the sink's clock too, when the sink tells it (a device clock behind the worker's)", () => {
+  /** The worker's clock is this far ahead of the device's: past the edge's 24 h window. */
+  const SKEW_MS = 25 * HOUR_MS;
+
+  it("an HttpJournal sink whose answers are dated 25 h ahead: a resend the edge took as new is reported as possible_duplicate", async () => {
+    // Virtual time starting at the real clock's reading, so that the device's clock is the one HttpJournal compares the Date header with.
+    const time = virtualClock(Date.now());
+    const scheduler = virtualScheduler(time);
+    const edgeClock = () => time.now + SKEW_MS;
+    const source = createJournal(memoryEngine(), { name: "local", capacity: CAPACITY, clock: time.clock });
+    const edge = createJournal(memoryEngine(), { name: "usage", capacity: BILLING_GRADE, clock: edgeClock });
+    const app = createApp({ journals: { usage: { journal: edge, consumers: ["billing"] } }, auth: { tokens: [{ name: "t", token: TOKEN, scopes: ["append:*", "consume"] }] }, clock: edgeClock });
+    let dropReply = false;
+    // The worker's answers, dated by its clock (as the Workers runtime dates every answer).
+    const fetch: FetchLike = async (url, init) => {
+      const response = await app.fetch(new Request(url, init));
+      if (dropReply && url.endsWith("/append-batch") && !isSinkCheck(init.body)) {
+        dropReply = false;
+        await response.text();
+        throw new TypeError("network connection lost (reply dropped)");
+      }
+      const date = new Date(edgeClock()).toUTCString();
+      return { status: response.status, headers: { get: (name: string) => (name.toLowerCase() === "date" ? date : response.headers.get(name)) }, text: () => response.text() };
+    };
+    const sink = await HttpJournal.connect({ baseUrl: "http://edge.test", journal: "usage", token: TOKEN, fetch, retry: { attempts: 1 } });
+    expect(sink.serverNow()! - Date.now()).toBeGreaterThan(SKEW_MS - 5_000);
+    // Observed an hour ago by the device's clock: 26 h ago by the worker's.
+    const event = createUsageEvent({ record: { requestId: newRequestId(), namespace: "acme", subject: "a", data: {} }, observedAt: time.now - HOUR_MS });
+    expect((await source.append(event)).status).toBe("accepted");
+    const forwarder = createForwarder({ source, consumer, sink, batchSize: 3, leaseMs: 10_000, backoff: { initialMs: 1_000, maxMs: MAX_BACKOFF_MS, jitter: 0 }, clock: time.clock, scheduler });
+    const errors: ForwarderFailure[] = [];
+    forwarder.addEventListener("error", (e) => errors.push(e.detail));
+    dropReply = true;
+    expect(await forwarder.runOnce()).toMatchObject({ claimed: 1, retried: 1 });
+    // The worker's consumer takes and acknowledges the first copy; the worker prunes it (past the window by its clock).
+    const first = await edge.claim(billing, { maxEvents: 10, leaseMs: 30_000, now: edgeClock() });
+    await edge.ackBatch(first.map((delivery) => delivery.id));
+    await scheduler.advance(1_000); // the nack's backoff
+    expect(await forwarder.runOnce()).toMatchObject({ claimed: 1, forwarded: 1, alreadyPresent: 0 });
+    // Stored twice at the worker...
+    expect((await edge.claim(billing, { maxEvents: 10, leaseMs: 30_000, now: edgeClock() })).map((delivery) => delivery.event.id)).toEqual([event.id]);
+    // ... and reported, though by the device's clock the event is an hour old.
+    const duplicates = errors.filter((error) => error.code === "possible_duplicate");
+    expect(duplicates).toMatchObject([{ phase: "append", requestIds: [event.id] }]);
+    const duplicate = duplicates[0]!.error as PossibleDuplicateError;
+    expect(duplicate).toMatchObject({ requestId: event.id, attempt: 2, observedAt: event.observedAt, answeredAt: time.now });
+    expect(duplicate.sinkNow! - event.observedAt).toBeGreaterThan(SKEW_MS);
+    expect(duplicate.message).toContain("by the sink's clock");
+  });
+
+  /** A resend (attempt 2) of an event observed an hour ago by the forwarder's clock, accepted by a sink telling `serverNow`. */
+  async function resendTo(serverNow: ((observedAt: number) => number | null) | undefined): Promise<ForwarderFailure[]> {
+    const time = virtualClock(START);
+    const scheduler = virtualScheduler(time);
+    const source = createJournal(memoryEngine(), { name: "local", capacity: CAPACITY, clock: time.clock });
+    const event = createUsageEvent({ record: { requestId: newRequestId(), namespace: "acme", subject: "a", data: {} }, observedAt: time.now - HOUR_MS });
+    await source.append(event);
+    let calls = 0;
+    const sink = {
+      capacity: { retainAcknowledgedMs: 24 * HOUR_MS, policy: "refuse" as const },
+      appendBatch: async (events: readonly UsageEvent[]) => {
+        if (events.length > 0 && calls++ === 0) throw new TypeError("reply lost");
+        return events.map((_, index) => ({ status: "accepted" as const, position: index + 1 }));
+      },
+      ...(serverNow === undefined ? {} : { serverNow: () => serverNow(event.observedAt) }),
+    };
+    const forwarder = createForwarder({ source, consumer, sink, leaseMs: 10_000, backoff: { initialMs: 1_000, maxMs: MAX_BACKOFF_MS, jitter: 0 }, clock: time.clock, scheduler });
+    const errors: ForwarderFailure[] = [];
+    forwarder.addEventListener("error", (e) => errors.push(e.detail));
+    await forwarder.runOnce();
+    await scheduler.advance(1_000);
+    expect(await forwarder.runOnce()).toMatchObject({ forwarded: 1 });
+    return errors.filter((error) => error.code === "possible_duplicate");
+  }
+
+  it("reports when the sink's clock, allowing a second for a Date header's resolution, may be past the window; not otherwise", async () => {
+    const DAY_MS = 24 * HOUR_MS;
+    // Half a second short of the window by the sink's estimate, which may be up to a second behind its clock: reported.
+    expect(await resendTo((observedAt) => observedAt + DAY_MS - 500)).toHaveLength(1);
+    // A second and a half short: not past the window by either clock.
+    expect(await resendTo((observedAt) => observedAt + DAY_MS - 1_500)).toEqual([]);
+    // A sink that does not know its clock (null), or tells none, or whose clock is behind: the forwarder's clock alone.
+    expect(await resendTo(() => null)).toEqual([]);
+    expect(await resendTo(undefined)).toEqual([]);
+    expect(await resendTo((observedAt) => observedAt)).toEqual([]);
+  });
+});
+
 describe("forwarder: one event the sink always fails does not hold the batches behind it", () => {
   for (const [what, answer] of [
     ["a WAF's 500 HTML page", html(500, "blocked")],
