@@ -352,7 +352,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
         origin: origins.includes("*") ? "*" : origins,
         allowMethods: ["GET", "POST", "PUT", "DELETE", "OPTIONS"],
         allowHeaders: ["authorization", "content-type"],
-        exposeHeaders: ["retry-after"],
+        exposeHeaders: ["retry-after", "date"],
         maxAge: 600,
       }),
     );
@@ -362,6 +362,9 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     await next();
     for (const [name, value] of Object.entries(SECURITY_HEADERS)) c.res.headers.set(name, value);
     c.res.headers.set("cache-control", "no-store");
+    // The server's clock, on every answer (`wrangler dev` sends no Date of its own): a client reads it to age
+    // what it resends by the clock the journal prunes by (`HttpJournal.serverNow`, the forwarder's duplicate check).
+    if (!c.res.headers.has("date")) c.res.headers.set("date", new Date(clock()).toUTCString());
   });
 
   const limitOf = (maxSize: number) =>

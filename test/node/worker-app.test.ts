@@ -262,6 +262,21 @@ describe("gates and the error mapping", () => {
     expect((await setup({ journals: () => ({ usage: journal }) }).call("GET", "/v1/journals/usage")).status).toBe(200);
   });
 
+  it("dates every answer with its own clock (ok, refused, no token), exposed to cross-origin pages, so a client can read the server's time", async () => {
+    const { call, client, advance } = setup({ corsOrigins: ["https://app.example"] });
+    advance(86_400_000 + 1234);
+    const dated = (response: { headers: Headers }) => Date.parse(response.headers.get("date") ?? "");
+    const second = Math.floor((t0 + 86_400_000 + 1234) / 1000) * 1000;
+    expect(dated(await call("GET", "/v1/journals"))).toBe(second);
+    expect(dated(await call("GET", "/v1/journals/nope"))).toBe(second);
+    expect(dated(await call("GET", "/v1/journals", { token: null }))).toBe(second);
+    expect(dated(await call("GET", "/v1/health", { token: null }))).toBe(second);
+    const cross = await call("GET", "/v1/journals", { headers: { origin: "https://app.example" } });
+    expect(cross.headers.get("access-control-expose-headers")?.split(",").map((name) => name.trim().toLowerCase())).toContain("date");
+    await client.stats(billing);
+    expect(client.serverNow()).toBeGreaterThanOrEqual(second);
+  });
+
   it("answers CORS preflights only for configured origins", async () => {
     const { call } = setup({ corsOrigins: ["https://app.example"] });
     const allowed = await call("OPTIONS", "/v1/journals/usage/append", { token: null, headers: { origin: "https://app.example", "access-control-request-method": "POST" } });
