@@ -314,8 +314,8 @@ interface Tally {
  * comment).
  */
 export async function forwardBatch(context: BatchContext, hold: BatchHold | null = null, options: { readonly checkSink?: boolean } = {}): Promise<BatchReport> {
-  // Claiming spends a delivery attempt: while the sink does not answer, nothing is claimed. With nothing pending
-  // there is nothing to claim: no request is made (an idle outbox, or one that just went offline, asks the sink nothing).
+  // Claiming spends a delivery attempt: while the sink does not answer, nothing is claimed. With nothing pending or in
+  // flight there is nothing to claim: no request is made (an idle outbox, or one that just went offline, asks the sink nothing).
   if (options.checkSink === true) {
     if ((await nothingPending(context)) === true) return EMPTY;
     if (!(await sinkAnswers(context))) return { ...EMPTY, failed: true };
@@ -560,10 +560,18 @@ function resolveSuspects(outcomes: readonly Outcome[]): Outcome[] {
  * reported and means no. Only a claim depends on it: it never charges an
  * event.
  */
-/** Whether the source says the consumer has no pending event (a failed read says nothing: undefined). */
+/**
+ * Whether the source says the consumer has nothing to claim soon: no pending
+ * event and none in flight (a failed read says nothing: undefined). Events
+ * in flight count: leases an earlier run took (a reloaded page, a closed
+ * tab) become claimable when they run out, or at once when the device's
+ * clock went back since (the journal lapses leases claimed after a claim's
+ * `now`, see its claim), so the loop keeps claiming while there are any.
+ */
 async function nothingPending(context: BatchContext): Promise<boolean | undefined> {
   try {
-    return (await context.source.stats(context.consumer)).pending === 0;
+    const stats = await context.source.stats(context.consumer);
+    return stats.pending === 0 && stats.inFlight === 0;
   } catch {
     return undefined;
   }

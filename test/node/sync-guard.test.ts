@@ -261,6 +261,22 @@ describe("forwarder guards", () => {
     expect(await s.source.attempts(consumer, id)).toMatchObject([{ attempt: 1, outcome: { kind: "acked" } }]);
   });
 
+  it("events left in flight by an earlier run whose clock was ahead (the device clock set back 2 h since) are forwarded, not left idle until the clock catches up", async () => {
+    const s = setup(() => undefined);
+    const ids = [0, 1, 2].map((i) => newRequestId(s.time.now + i));
+    for (const [i, id] of ids.entries()) await s.add(id, `u${i}`);
+    // An earlier page claimed them with the clock 2 h ahead, then closed mid-send.
+    expect(await s.source.claim(consumer, { maxEvents: 10, leaseMs: 30_000, now: s.time.now + 2 * 3_600_000 })).toHaveLength(3);
+    const edge = await s.sink();
+    const f = createForwarder({ source: s.source, consumer, sink: edge, scheduler: s.scheduler, clock: s.time.clock });
+    f.start();
+    await s.scheduler.advance(60_000);
+    await f.stop();
+    expect(await s.source.stats(consumer)).toMatchObject({ pending: 0, inFlight: 0, quarantined: 0 });
+    expect(f.progress.forwarded).toBe(3);
+    expect(await s.source.attempts(consumer, ids[0]!)).toMatchObject([{ attempt: 1, outcome: { kind: "expired", at: 1_700_000_000_000 } }, { attempt: 2, outcome: { kind: "acked" } }]);
+  });
+
   it("a custom sink that refuses a call of no events with a plain Error is taken as answering: the loop claims and forwards", async () => {
     const s = setup(() => undefined);
     const delivered: string[] = [];
