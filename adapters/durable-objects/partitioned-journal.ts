@@ -1019,7 +1019,7 @@ export class PartitionedJournal implements UsageJournal {
     try {
       await Promise.race([verification, waited]);
     } finally {
-      clearTimeout(timer);
+      if (timer !== undefined) clearTimeout(timer);
     }
   }
 

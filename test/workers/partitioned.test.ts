@@ -79,7 +79,8 @@ function fresh(partitions: number, capacity: Capacity = ROOMY, clock: () => numb
  * promise rejects with) fails that call, as a platform failure would, and a
  * promise it returns delays the call.
  */
-function intercepted(before: (method: string, object: string, args: readonly unknown[]) => void | Promise<void>): PartitionNamespace {
+/** `before` may return a promise, which the call waits for (a slow partition); any other value is ignored. */
+function intercepted(before: (method: string, object: string, args: readonly unknown[]) => unknown): PartitionNamespace {
   return {
     idFromName: (name: string) => ({ name, id: env.PARTITIONS.idFromName(name) }),
     get: (handle: never) => {
