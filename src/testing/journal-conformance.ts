@@ -85,8 +85,11 @@ export const CONFORMANCE_CLOCK_START = 1_700_000_000_000;
 
 const JOURNAL_NAME = "conformance";
 const NAMESPACE = "ns";
-/** The namespaces of valid events: key `i` is subject `k-(i >> 1)` in namespace `i % 2`, so subjects repeat across namespaces. */
-const NAMESPACES = [NAMESPACE, "ns-b"] as const;
+/**
+ * The namespaces of valid events: key `i` is subject `k-(i >> 1)` in namespace `i % 2`, so subjects repeat across namespaces.
+ * The second is mixed-case, so a quarantine query must match the stored text case-insensitively.
+ */
+const NAMESPACES = [NAMESPACE, "Ns-B"] as const;
 const CONSUMERS: readonly ConsumerId[] = ["c-a", "c-b", "c-c"].map(parseConsumerId);
 /**
  * The request ids the random sequences use: enough to fill the largest
@@ -453,7 +456,8 @@ function commandArbitraries(canReopen: boolean, canChangeCapacity: boolean): Arb
     }),
   );
 
-  const queries = ["", pick(REQUEST_IDS, 3).slice(-2), pick(REQUEST_IDS, 5).toUpperCase(), "NS/K-1", "k-0", "rejected", "ATTEMPTS", "zzz"];
+  // "b" (one character) and "ns-b" match only the events of namespace Ns-B (no request id here holds a `b`).
+  const queries = ["", pick(REQUEST_IDS, 3).slice(-2), pick(REQUEST_IDS, 5).toUpperCase(), "NS/K-1", "k-0", "rejected", "ATTEMPTS", "zzz", "b", "ns-b"];
   const listQuarantined = fc
     .record({
       limit: fc.integer({ min: 1, max: 3 }),

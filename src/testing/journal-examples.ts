@@ -377,25 +377,29 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
 
   example("ackBatch acknowledges many deliveries at once, each exactly as ack, refusals in place", {}, async ({ journal, time, t0, capacity }) => {
     for (const n of [1, 2, 3]) await journal.append(usage(n, `user-${n}`, t0));
+    await journal.append(usage(4, "user-1", t0)); // stored, waiting behind event 1: never handed out
     const [d1, d2, d3] = (await journal.claim(billing, lease(time))).map((delivery) => delivery.id);
     await journal.quarantine(d3!, "malformed");
     time.advance(10);
     const never = { consumer: billing, event: rid(9), attempt: 1 };
+    const waiting = delivery(billing, 4, 1);
     const bad = { consumer: billing, event: "nope", attempt: 1 };
     expectEqual(
-      await journal.ackBatch([d1!, d2!, d1!, d3!, never, bad]),
+      await journal.ackBatch([d1!, d2!, d1!, d3!, never, waiting, bad]),
       [
         { ok: true },
         { ok: true },
         { ok: true },
         { ok: false, error: quarantinedError(d3!) },
         { ok: false, error: notOutstanding(never) },
+        { ok: false, error: notOutstanding(waiting) },
         { ok: false, error: invalidArgument("delivery.event") },
       ],
-      "acked twice is still ok; the quarantined, the never delivered and the malformed are refused in place",
+      "acked twice is still ok; the quarantined, the never journaled, the stored but never delivered and the malformed are refused in place",
     );
     expectEqual(await journal.attempts(billing, rid(1)), [{ attempt: 1, claimedAt: t0, leaseExpiresAt: t0 + 1000, outcome: { kind: "acked", at: t0 + 10 } }], "acked once");
-    expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 1, oldestPendingAgeMs: null }), "stats");
+    expectEqual(await journal.attempts(billing, rid(4)), [], "event 4 was never delivered");
+    expectEqual(await journal.stats(billing), stats(capacity, { pending: 1, inFlight: 0, quarantined: 1, oldestPendingAgeMs: 10 }), "stats: event 4 still pending");
     expectEqual(await journal.ackBatch([]), [], "an empty batch");
     await expectRejects(() => journal.ackBatch("nope" as unknown as DeliveryId[]), invalidArgument("deliveries"), "not an array");
     await expectRejects(() => journal.ackBatch(new Array<DeliveryId>(1001).fill(d1!)), invalidArgument("deliveries"), "over 1000 deliveries");
@@ -421,6 +425,26 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
       "the two not acknowledged are delivered again",
     );
   });
+
+  example(
+    "ack or quarantine of an event stored but never handed to this consumer is not_outstanding and changes nothing",
+    {},
+    async ({ journal, time, t0, capacity }) => {
+      await journal.append(usage(1, "user-1", t0));
+      await journal.append(usage(2, "user-1", t0));
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#1`], "event 1 in flight; event 2 waits behind it on the same key");
+      const before = stats(capacity, { pending: 1, inFlight: 1, quarantined: 0, oldestPendingAgeMs: 0 });
+      expectEqual(await journal.stats(billing), before, "stats before");
+      const waiting = delivery(billing, 2, 1);
+      await expectRejects(() => journal.ack(waiting), notOutstanding(waiting), "ack of event 2, never handed out");
+      await expectRejects(() => journal.quarantine(waiting, "rejected"), notOutstanding(waiting), "quarantine of event 2, never handed out");
+      expectEqual(await journal.stats(billing), before, "stats unchanged");
+      expectEqual(await journal.attempts(billing, rid(2)), [], "event 2 has no attempts");
+      expectEqual(await journal.listQuarantined(billing), { items: [], nextCursor: null }, "nothing quarantined");
+      await journal.ack(delivery(billing, 1, 1));
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`], "after event 1's ack, event 2 is handed out as attempt 1");
+    },
+  );
 
   example("the recovery ack of an expired attempt is honoured after redelivery", { maxDeliveryAttempts: 3 }, async ({ journal, time, t0, capacity }) => {
     await journal.append(usage(1, "user-1", t0));
@@ -696,6 +720,39 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     },
   );
 
+  example(
+    "a release while the key's next event is in flight: when that lease runs out, the released event goes first",
+    {},
+    async ({ journal, time, t0 }) => {
+      await journal.append(usage(1, "user-1", t0));
+      await journal.append(usage(2, "user-1", t0));
+      await journal.quarantine(only(await journal.claim(billing, lease(time)), "claim of event 1").id, "rejected");
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`], "event 2 goes while event 1 is quarantined");
+      await journal.release(billing, rid(1), { now: time.now });
+      expectEqual(await journal.claim(billing, lease(time)), [], "the key is in flight (event 2)");
+      time.advance(1000);
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#2`], "event 2's lease ran out: event 1, released and earlier, comes first");
+      await journal.ack(delivery(billing, 1, 2));
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#2`], "then event 2 again");
+    },
+  );
+
+  example(
+    "a release while the key's next event is in flight: when that event is nacked, the released event goes first",
+    {},
+    async ({ journal, time, t0 }) => {
+      await journal.append(usage(1, "user-1", t0));
+      await journal.append(usage(2, "user-1", t0));
+      await journal.quarantine(only(await journal.claim(billing, lease(time)), "claim of event 1").id, "rejected");
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`], "event 2 goes while event 1 is quarantined");
+      await journal.release(billing, rid(1), { now: time.now });
+      await journal.nack(delivery(billing, 2, 1), { retryAfterMs: 0, error: "busy", now: time.now });
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#2`], "event 2 was given back: event 1, released and earlier, comes first");
+      await journal.ack(delivery(billing, 1, 2));
+      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#2`], "then event 2 again");
+    },
+  );
+
   example("discard finishes a quarantined event and makes it prunable", { retainAcknowledgedMs: 1000 }, async ({ journal, time, t0, capacity }) => {
     await journal.append(usage(1, "user-1", t0));
     const d = only(await journal.claim(billing, lease(time)), "claim").id;
@@ -791,6 +848,22 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     await expectRejects(() => journal.listQuarantined(billing, { order: "newest", after: "q1.2" }), invalidArgument("after"), "an oldest-first cursor");
     await expectRejects(() => journal.listQuarantined(billing, { after: "qn1.2" }), invalidArgument("after"), "a newest-first cursor, oldest first");
     await expectRejects(() => journal.listQuarantined(billing, { order: "sideways" as "newest" }), invalidArgument("order"), "an unknown order");
+  });
+
+  example("listQuarantined matches its query case-insensitively against the stored text, a query of one character too", {}, async ({ journal, time, t0 }) => {
+    const at = (n: number, namespace: string, subject: string) =>
+      createUsageEvent({ record: { requestId: rid(n), namespace, subject, data: { tokens: n } }, observedAt: t0 });
+    for (const event of [at(1, "Acme", "User-7"), at(2, "acme", "zed"), at(3, "acme", "alpha"), at(4, "Globex", "Zeta")]) await journal.append(event);
+    expectEqual((await journal.claim(billing, lease(time))).length, 4, "four keys, four deliveries");
+    for (const n of [1, 2, 3, 4]) await journal.quarantine(delivery(billing, n, 1), "malformed");
+    // Request ids (hex digits) and the reason hold no `z`: only the ordering keys can match it.
+    const found = async (query: string) => (await journal.listQuarantined(billing, { query })).items.map((item) => item.event.id).sort();
+    expectEqual(await found("acme/user"), [rid(1)], "lowercase query, mixed-case stored key Acme/User-7");
+    expectEqual(await found("ACME"), [rid(1), rid(2), rid(3)], "uppercase query: Acme and acme alike");
+    expectEqual(await found("user-7"), [rid(1)], "the subject User-7 in lowercase");
+    expectEqual(await found("z"), [rid(2), rid(4)], "one character: zed and Zeta, not the others");
+    expectEqual(await found("Z"), [rid(2), rid(4)], "the same character in uppercase");
+    expectEqual(await found("q"), [], "one character no stored text holds");
   });
 
   // ---------------------------------------------------------- capacity
@@ -1055,8 +1128,16 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
       expectEqual((await journal.stats(auditor)).pending, 1 + 3, "the append pruned 8 more");
       expectEqual((await journal.attempts(billing, rid(17))).length, 1, "event 17 (observed last) is the one left");
       expectEqual(await journal.attempts(billing, rid(16)), [], "event 16 is gone");
-      await journal.claim(billing, lease(time));
+      const handedOut = await journal.claim(billing, lease(time));
       expectEqual((await journal.stats(auditor)).pending, 3, "the claim pruned the last one");
+      // A claim, too, prunes exactly 8 when more are due.
+      await journal.ackBatch(handedOut.map((d) => d.id));
+      await journal.appendBatch(Array.from({ length: 10 }, (_, i) => usage(21 + i, `user-${21 + i}`, t0))); // prunes events 18-20 on the way
+      await journal.ackBatch((await journal.claim(billing, lease(time, 1000, 20))).map((d) => d.id));
+      expectEqual((await journal.stats(auditor)).pending, 10, "10 finished events stored");
+      expectEqual(await journal.claim(billing, lease(time)), [], "nothing left to claim");
+      expectEqual((await journal.stats(auditor)).pending, 2, "the claim pruned 8 of the 10");
+      expectEqual(await journal.prune({ now: t0 }), { pruned: 2 }, "an explicit prune finds the other 2");
     },
   );
 
@@ -1107,6 +1188,26 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     expectEqual((await journal.append(usage(11, "user-11", t0, { tokens: 1 }))).status, "accepted", "another record under a forgotten id is a new event");
     expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(11)}#1`], "delivered as a new event");
   });
+
+  example(
+    "after its window an event's key is forgotten, however far pruning came: its room is free even when the journal is full",
+    { maxEvents: 12, retainAcknowledgedMs: 1000 },
+    async ({ journal, time, t0 }) => {
+      const auditor = parseConsumerId("auditor"); // never claims: its stats show what is stored
+      for (let n = 1; n <= 9; n++) await journal.append(usage(n, `user-${n}`, t0));
+      for (const delivery of await journal.claim(billing, lease(time, 1000, 20))) await journal.ack(delivery.id);
+      time.advance(1000); // events 1-9 are past their window
+      // The batch prunes 8 of them (events 1-8) first; event 9 stays stored, past its window.
+      const fresh = Array.from({ length: 11 }, (_, i) => usage(10 + i, `user-${10 + i}`, time.now));
+      const results = await journal.appendBatch([...fresh, usage(9, "user-9", t0)]);
+      expectEqual(
+        results.map((result) => result.status),
+        Array.from({ length: 12 }, () => "accepted"),
+        "11 new events fill the journal to 12 with event 9; event 9 again takes its own room",
+      );
+      expectEqual((await journal.stats(auditor)).pending, 12, "12 events stored, event 9 once");
+    },
+  );
 
   example("a consumer registering after the window gets none of the events due for pruning, however many there are", { retainAcknowledgedMs: 1000 }, async ({ journal, time, t0 }) => {
     for (let n = 1; n <= 12; n++) await journal.append(usage(n, `user-${n}`, t0));
@@ -1290,6 +1391,7 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     // Had a refused claim registered warehouse, or a refused call pruned, this would not be 1.
     expectEqual(await journal.prune({ now: t0 }), { pruned: 1 }, "nothing was registered or pruned by a refused call");
     expectEqual(await journal.stats(billing), stats(capacity, { pending: 0, inFlight: 0, quarantined: 0, oldestPendingAgeMs: null }), "pruned");
+    expectEqual(await journal.claim(billing, { maxEvents: 10_000, leaseMs: 1000, now: t0 }), [], "maxEvents 10000, the largest, is accepted");
   });
 
   example(

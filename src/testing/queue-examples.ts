@@ -215,6 +215,21 @@ export function queueExampleCases(options: QueueConformanceOptions): Conformance
       }
       expectEqual([queue.len(), queue.stats().signal_enqueued], [0, 0], "nothing changed");
     }),
+    withLedger("now is a safe integer of epoch ms: a fractional now, or one past MAX_SAFE_INTEGER, is InvalidArgumentError { argument: now } for both queue kinds and changes nothing", async (ledger) => {
+      const tip = () => ledger().tip("q/now");
+      const memory = new EventQueue("signal", 10);
+      const durable = await EventQueue.fromLedger(ledger(), "q/now", "signal", 10);
+      for (const [kind, queue] of [["in memory", memory], ["ledger-backed", durable]] as const) {
+        for (const now of [1.5, T0 + 0.5, Number.MAX_SAFE_INTEGER + 2, Number.POSITIVE_INFINITY]) {
+          const before = [queue.len(), queue.stats(), await tip()];
+          const outcome = await settleStorage(() => queue.enqueue("k", p(1), now));
+          expectEqual(outcome.ok ? "resolved" : describeStorageError(outcome.error), { error: "InvalidArgumentError", code: "invalid_argument", argument: "now" }, `${kind}: now ${now}`);
+          expectEqual([queue.len(), queue.stats(), await tip()], before, `${kind}: now ${now} changed nothing`);
+        }
+        expectEqual(await queue.enqueue("k", p(2), Number.MAX_SAFE_INTEGER), "admit", `${kind}: now MAX_SAFE_INTEGER is accepted`);
+        expectEqual(await queue.consume(), { id: 1, key: "k", payload: p(2) }, `${kind}: the key was not remembered by a refused call`);
+      }
+    }),
     withLedger("ledger-backed: a restart rebuilds items, remembered keys and counters by replaying the ledger", async (ledger) => {
       const queue = await EventQueue.fromLedger(ledger(), "q/main", "repair", 2);
       await queue.enqueue("a", p(1), T0);

@@ -4,12 +4,12 @@
  * each asserting concrete values so a wrong implementation fails with a
  * message naming the rule it broke.
  */
-import { appendDefinite, readRecord, type Ledger, type LedgerCursor, type LedgerRecord } from "../storage/ledger.js";
+import { appendDefinite, MAX_LEDGER_PAYLOAD_BYTES, readRecord, type Ledger, type LedgerCursor, type LedgerRecord } from "../storage/ledger.js";
 import { contentAddress, readAll, BLOB_CHUNK_BYTES } from "../storage/blobs.js";
 import { createComposite } from "../storage/composite.js";
 import { AmbiguousError, ConflictError } from "../storage/errors.js";
 import { MAX_KV_VALUE_BYTES } from "../storage/kv.js";
-import { validateName } from "../storage/names.js";
+import { validateName, validatePrefix } from "../storage/names.js";
 import { createStore, type Store } from "../storage/store.js";
 import { newAbortController, newByteStream, sameBytes, type ByteStream, type ByteStreamReader } from "../storage/web.js";
 import type { ConformanceCase } from "./journal-conformance.js";
@@ -117,8 +117,37 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
         ["a b", "character"],
         ["x".repeat(513), "too_long"],
         ["é", "segment_start"],
+        // The limit counts UTF-8 bytes, before any character rule: 300 `é` are 600 bytes, "a" and 256 `é` are 513.
+        ["é".repeat(300), "too_long"],
+        [`a${"é".repeat(256)}`, "too_long"],
       ];
       for (const [bad, rule] of cases) await expectRejects(() => validateName(bad), { error: "InvalidNameError", code: "invalid_name", name: bad, rule }, `validateName(${JSON.stringify(bad.slice(0, 20))})`);
+    }),
+    ex("names: a listing prefix is empty or text a valid name can start with; kv.keys and blobs.list refuse any other with InvalidNameError", async ({ store }) => {
+      await store.kv.put("orders/2024", 0, bytes(1));
+      await store.blobs.put("orders/2024", bytes(1));
+      for (const [prefix, listed] of [["", ["orders/2024"]], ["orders/", ["orders/2024"]], ["orders/2", ["orders/2024"]], ["orders/3", []]] as const) {
+        expectEqual(validatePrefix(prefix), prefix, `validatePrefix(${JSON.stringify(prefix)})`);
+        expectEqual(await store.kv.keys(prefix), listed, `kv.keys(${JSON.stringify(prefix)})`);
+        expectEqual(await store.blobs.list(prefix), listed, `blobs.list(${JSON.stringify(prefix)})`);
+      }
+      const cases: [string, string][] = [
+        ["Bad", "segment_start"],
+        ["/x", "leading_slash"],
+        ["a//", "empty_segment"],
+        ["_x", "segment_start"],
+        ["a b", "character"],
+        // Bytes of UTF-8 again, before the characters.
+        ["é".repeat(300), "too_long"],
+        [`a${"é".repeat(256)}`, "too_long"],
+      ];
+      for (const [bad, rule] of cases) {
+        const refused = { error: "InvalidNameError", code: "invalid_name", name: bad, rule };
+        const what = JSON.stringify(bad.slice(0, 20));
+        await expectRejects(() => validatePrefix(bad), refused, `validatePrefix(${what})`);
+        await expectRejects(() => store.kv.keys(bad), refused, `kv.keys(${what})`);
+        await expectRejects(() => store.blobs.list(bad), refused, `blobs.list(${what})`);
+      }
     }),
     ex("names are checked where they enter: ledger, lease, KV and blob calls refuse a bad name and change nothing", async ({ store }) => {
       const refused = { error: "InvalidNameError", code: "invalid_name", name: "Bad", rule: "segment_start" };
@@ -181,10 +210,16 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
       const resumed = await other.ledger.read("log", first!.seq + 1, { life });
       expectEqual(resumed.life, life, "the resumed cursor reads the same life");
       expectEqual(await drain(resumed), [{ seq: 2, payload: bytes(2) }, { seq: 3, payload: bytes(3) }], "the rest of the life");
-      // A delete of an absent ledger removes nothing and starts no new life.
+      // A delete of an absent ledger removes nothing and starts no new life: the life read before it still reads and writes.
+      const absent = await store.ledger.read("never", 0);
+      await absent.close();
       await store.ledger.delete("never");
       const empty = await store.ledger.read("never", 0);
-      expectEqual(await drain(await store.ledger.read("never", 0, { life: empty.life })), [], "an absent ledger keeps its life");
+      await empty.close();
+      expectEqual(empty.life, absent.life, "an absent ledger keeps its life across a delete");
+      expectEqual(await drain(await other.ledger.read("never", 0, { life: absent.life })), [], "a read in the life seen before the delete");
+      await other.ledger.append("never", 0, bytes(7), { life: absent.life });
+      expectEqual(await drain(await store.ledger.read("never", 0)), [{ seq: 1, payload: bytes(7) }], "an append in the life seen before the delete lands");
       // Deleted and written again: the old life's reader ends, it never reads the new records.
       await store.ledger.delete("log");
       await store.ledger.append("log", 0, bytes(9));
@@ -231,6 +266,15 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
       one!.payload[1] = 99;
       expectEqual((await readRecord(store.ledger, "log", 1)).payload, bytes(1, 2, 3), "a reader's change to its copy does not reach the ledger");
       expectEqual(two?.payload, new Uint8Array(), "zero-length payload");
+    }),
+    ex("ledger: a payload is at most MAX_LEDGER_PAYLOAD_BYTES: exactly the limit is stored whole, one byte more is InvalidArgumentError { argument: payload } and lands nothing", async ({ store }) => {
+      const atLimit = new Uint8Array(MAX_LEDGER_PAYLOAD_BYTES).map((_, i) => i % 251);
+      await expectRejects(() => store.ledger.append("log", 0, new Uint8Array(MAX_LEDGER_PAYLOAD_BYTES + 1)), { error: "InvalidArgumentError", code: "invalid_argument", argument: "payload" }, "one byte over the limit");
+      expectEqual(await store.ledger.tip("log"), 0, "nothing landed");
+      await store.ledger.append("log", 0, atLimit);
+      const stored = await readRecord(store.ledger, "log", 1);
+      if (!sameBytes(stored.payload, atLimit)) fail("a payload of exactly the limit is stored whole", { bytes: atLimit.length }, { bytes: stored.payload.length });
+      expectEqual(await store.ledger.tip("log"), 1, "one record");
     }),
     ex("ledger: readRecord of a missing seq is RecordNotFoundError { name, seq }", async ({ store }) => {
       await expectRejects(() => readRecord(store.ledger, "log", 1), { error: "RecordNotFoundError", code: "record_not_found", name: "log", seq: 1 }, "readRecord");
@@ -462,6 +506,24 @@ export function storageExampleCases(options: StorageConformanceOptions): Conform
       await store.blobs.put("snap/1", replacement);
       await expectRejects(() => replacedWhileRead.read(), notFound, "the next chunk of a replaced blob (never the new content's)");
       expectEqual(await contentAddress(await readAll(await store.blobs.get("snap/1"))), await contentAddress(replacement), "a new read sees the replacement whole");
+    }),
+    ex("blobs: an empty blob, given as bytes or as a stream, reads back as a stream of no chunks; the same empty content again is a no-op", async ({ store }) => {
+      const emptyStream = () => newByteStream({ pull: async (controller) => controller.close() });
+      await store.blobs.put("empty/bytes", new Uint8Array());
+      await store.blobs.put("empty/stream", emptyStream());
+      for (const key of ["empty/bytes", "empty/stream"]) {
+        const reader = ((await store.blobs.get(key)) as ByteStream).getReader();
+        const sizes: number[] = [];
+        for (let step = await reader.read(); !step.done; step = await reader.read()) sizes.push(step.value.length);
+        expectEqual(sizes, [], `${key}: no chunks`);
+        expectEqual(await readAll(await store.blobs.get(key)), new Uint8Array(), `${key}: read back empty`);
+      }
+      await store.blobs.put("empty/bytes", new Uint8Array());
+      await store.blobs.put("empty/bytes", emptyStream());
+      await store.blobs.put("empty/stream", new Uint8Array());
+      await expectRejects(() => store.blobs.put("empty/bytes", bytes(0)), { error: "BlobConflictError", code: "blob_conflict", key: "empty/bytes" }, "one zero byte is other content");
+      expectEqual(await store.blobs.list("empty/"), ["empty/bytes", "empty/stream"], "both stored");
+      expectEqual(await readAll(await store.blobs.get("empty/bytes")), new Uint8Array(), "still empty");
     }),
     ex("blobs: get of an absent key is BlobNotFoundError; delete is idempotent; list(prefix) is sorted", async ({ store }) => {
       await expectRejects(() => store.blobs.get("nope"), { error: "BlobNotFoundError", code: "blob_not_found", key: "nope" }, "get");

@@ -108,6 +108,39 @@ describe("group commit of concurrent appends", () => {
     expect(answers.map((a) => a.status)).toEqual(["accepted", "accepted", "accepted", "accepted"]);
   });
 
+  it("a group whose clock crosses a retention deadline between two of its appends prunes as those appends would one by one", async () => {
+    const t0 = 1_700_000_000_000; // every event here is observed at t0: event 1's window ends at t0 + 1000
+    const auditor = parseConsumerId("auditor"); // never claims: its stats show what is stored
+    const storedAfter = async (together: boolean) => {
+      const time = virtualClock(t0);
+      const engine = countingEngine(memoryEngine());
+      const journal = createJournal(engine, { name: "usage", capacity: roomy, clock: time.clock });
+      await journal.append(event("user-1"));
+      for (const delivery of await journal.claim(consumer, { maxEvents: 10, leaseMs: 100, now: t0 })) await journal.ack(delivery.id);
+      const [a, b, c] = [event("user-a"), event("user-b"), event("user-c")];
+      const before = engine.transactions;
+      if (together) {
+        // A runs alone; B (at t0 + 999, event 1 not yet due) and C (at t0 + 1000, due) arrive meanwhile and commit as one group.
+        const calls = [journal.append(a)];
+        time.now = t0 + 999;
+        calls.push(journal.append(b));
+        time.now = t0 + 1000;
+        calls.push(journal.append(c));
+        expect((await Promise.all(calls)).map((result) => result.status)).toEqual(["accepted", "accepted", "accepted"]);
+        expect(engine.transactions - before).toBe(2);
+      } else {
+        await journal.append(a);
+        time.now = t0 + 999;
+        await journal.append(b);
+        time.now = t0 + 1000;
+        await journal.append(c);
+      }
+      return (await journal.stats(auditor)).pending;
+    };
+    expect(await storedAfter(false)).toBe(3); // C's append pruned event 1
+    expect(await storedAfter(true)).toBe(3);
+  });
+
   it("an engine failure of a group's transaction re-runs its appends one by one", async () => {
     const engine = countingEngine(memoryEngine());
     const journal = createJournal(engine, { name: "usage", capacity: roomy });

@@ -11,8 +11,18 @@
  */
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
-import { createJournal, createUsageEvent, newRequestId, parseConsumerId, type DeliveryId, type Engine, type UsageEvent } from "../../src/index.js";
-import { journalConformanceCases } from "../../src/testing/index.js";
+import {
+  BackendError,
+  createJournal,
+  createUsageEvent,
+  newRequestId,
+  parseConsumerId,
+  type DeliveryId,
+  type Engine,
+  type EngineTransaction,
+  type UsageEvent,
+} from "../../src/index.js";
+import { journalConformanceCases, virtualClock } from "../../src/testing/index.js";
 import { readingAhead } from "./support/reading-ahead.js";
 
 const variants: { label: string; title: string; makeEngine: () => Engine }[] = [
@@ -68,6 +78,72 @@ describe("batches with holes (sparse arrays)", () => {
       deliveries[2] = (await journal.claim(parseConsumerId("billing"), { maxEvents: 1, leaseMs: 1000, now: 1 }))[0]!.id;
       const acks = await journal.ackBatch(deliveries);
       expect(acks).toMatchObject([{ ok: false, error: { code: "invalid_argument" } }, { ok: false, error: { code: "invalid_argument" } }, { ok: true }]);
+    } finally {
+      await engine.close();
+    }
+  });
+});
+
+/** `inner`, whose transactions fail any read of a key that mentions `failing.text` (while it is set) with `failing.error()`. */
+function failingOnKey(inner: Engine): Engine & { failing: { text: string | null; error: () => Error } } {
+  const failing: { text: string | null; error: () => Error } = { text: null, error: () => new Error("disk on fire") };
+  const hit = (key: unknown) => failing.text !== null && JSON.stringify(key).includes(failing.text);
+  return {
+    durable: inner.durable,
+    ...(inner.localReads === undefined ? {} : { localReads: inner.localReads }),
+    failing,
+    close: () => inner.close(),
+    transact: (mode, fn, options) =>
+      inner.transact(
+        mode,
+        (tx) => {
+          const wrapped: EngineTransaction = {
+            get: async (key) => {
+              if (hit(key)) throw failing.error();
+              return tx.get(key);
+            },
+            put: (key, value) => tx.put(key, value),
+            delete: (key) => tx.delete(key),
+            scan: async (range, scanOptions) => {
+              if (hit(range)) throw failing.error();
+              return tx.scan(range, scanOptions);
+            },
+            ...(tx.deleteRange ? { deleteRange: (range: Parameters<NonNullable<EngineTransaction["deleteRange"]>>[0]) => tx.deleteRange!(range) } : {}),
+          };
+          return fn(wrapped);
+        },
+        options,
+      ),
+  };
+}
+
+describe("ackBatch over an engine that fails on one delivery's key", () => {
+  it.each([
+    ["an engine error", () => new Error("disk on fire")],
+    ["a BackendError from the engine", () => new BackendError("disk on fire")],
+  ])("rejects the whole call with code backend and acknowledges none of the batch (%s)", async (_label, error) => {
+    const t0 = 1_700_000_000_000;
+    const time = virtualClock(t0);
+    const engine = failingOnKey(memoryEngine());
+    try {
+      const journal = createJournal(engine, { name: "usage", clock: time.clock });
+      const billing = parseConsumerId("billing");
+      const events = [1, 2, 3].map((n) => createUsageEvent({ record: { requestId: newRequestId(t0 + n), namespace: "acme", subject: `user-${n}`, data: { n } }, observedAt: t0 }));
+      await journal.appendBatch(events);
+      const ids = (await journal.claim(billing, { maxEvents: 10, leaseMs: 1000, now: t0 })).map((delivery) => delivery.id);
+      expect(ids).toHaveLength(3);
+      const before = await journal.stats(billing);
+      expect(before).toMatchObject({ pending: 0, inFlight: 3 });
+
+      engine.failing.error = error;
+      engine.failing.text = events[1]!.id; // the second delivery's reads fail
+      await expect(journal.ackBatch(ids)).rejects.toMatchObject({ code: "backend" });
+      engine.failing.text = null;
+
+      expect(await journal.stats(billing)).toEqual(before);
+      for (const event of events) expect((await journal.attempts(billing, event.id)).map((attempt) => attempt.outcome)).toEqual([null]);
+      expect(await journal.ackBatch(ids)).toEqual([{ ok: true }, { ok: true }, { ok: true }]);
+      expect(await journal.stats(billing)).toMatchObject({ pending: 0, inFlight: 0 });
     } finally {
       await engine.close();
     }

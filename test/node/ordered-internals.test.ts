@@ -16,6 +16,8 @@ import {
   createOrderedIndex,
   InvalidOrderedCursorError,
   InvalidOrderedRecordError,
+  MAX_ORDERED_LIMIT,
+  MAX_ORDERED_VALUE_BYTES,
   MAX_STABLE_KEY_BYTES,
   validateDue,
   validateOrderedId,
@@ -27,7 +29,7 @@ import {
   type OrderedRecord,
 } from "../../src/storage/ordered/index.js";
 import { OrderedLayout } from "../../src/storage/ordered/layout.js";
-import { compareStableKeys } from "../../src/testing/index.js";
+import { compareStableKeys, OrderedOracle } from "../../src/testing/index.js";
 
 /** Node's own encoder, as the reference for the hand-written one (the core compiles without Node typings). */
 const nodeEncoder = new (globalThis as unknown as { TextEncoder: new () => { encode(text: string): Uint8Array } }).TextEncoder();
@@ -314,5 +316,35 @@ describe("validators", () => {
     for (const bad of [{ ...good, revision: 0 }, { ...good, order: 0 }, { ...good, rank: { ranked: true, value: 1 } }, { ...good, due: { state: "due_at" as const, unixMillis: 1 } }]) {
       expect(() => validateOrderedRecord(bad)).toThrow(InvalidOrderedRecordError);
     }
+  });
+});
+
+describe("the limits this implementation chose (the spec names MaxStableKeyBytes and the others without values)", () => {
+  it("are a 1024-byte stable key, a 1,048,576-byte value and a listing limit of 1000", () => {
+    expect([MAX_STABLE_KEY_BYTES, MAX_ORDERED_VALUE_BYTES, MAX_ORDERED_LIMIT]).toEqual([1024, 1_048_576, 1000]);
+  });
+
+  it.each([
+    ["engine-backed", () => createOrderedIndex(memoryEngine(), { store: "limits" })],
+    ["reference model", () => new OrderedOracle()],
+  ] as const)("hold at exactly those values (%s): the largest of each is accepted, one more is refused", async (_label, open) => {
+    const index = open();
+    const id = (stableKey: string) => ({ namespace: "ns", orderingScope: "s", stableKey });
+    const unranked = { ranked: false, value: 0 };
+    for (const key of ["k".repeat(1024), "é".repeat(512)]) {
+      expect((await index.create(id(key), "r", new Uint8Array(), unranked, NOT_DUE)).created).toBe(true);
+      expect((await index.get(id(key))).id.stableKey).toBe(key);
+    }
+    for (const key of ["k".repeat(1025), `${"é".repeat(512)}k`]) {
+      await expect(index.get(id(key))).rejects.toMatchObject({ code: "invalid_stable_key", rule: "too_long", stableKeyLength: 1025 });
+    }
+    const largest = new Uint8Array(1_048_576).fill(7);
+    expect((await index.create(id("big"), "r", largest, unranked, NOT_DUE)).created).toBe(true);
+    expect((await index.get(id("big"))).value.byteLength).toBe(1_048_576);
+    await expect(index.update(id("big"), 1, new Uint8Array(1_048_577), unranked, NOT_DUE)).rejects.toMatchObject({ code: "ordered_value_too_large", size: 1_048_577, max: 1_048_576 });
+    expect((await index.listOrdered("ns", "s", 0, 1000)).records).toHaveLength(3);
+    await expect(index.listOrdered("ns", "s", 0, 1001)).rejects.toMatchObject({ code: "invalid_ordered_limit", limit: 1001, max: 1000 });
+    await expect(index.listRanked("ns", "r", "", 1001)).rejects.toMatchObject({ code: "invalid_ordered_limit", limit: 1001, max: 1000 });
+    await expect(index.listDue("ns", 0, "", 1001)).rejects.toMatchObject({ code: "invalid_ordered_limit", limit: 1001, max: 1000 });
   });
 });

@@ -9,6 +9,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import type { DurableEventQueue } from "../../src/queue/durable.js";
+import { MAX_QUEUE_PAYLOAD_BYTES } from "../../src/queue/checks.js";
 import { EventQueue } from "../../src/queue/event-queue.js";
 import { IDEM_WINDOW_MS, QueueState } from "../../src/queue/state.js";
 import { createStore } from "../../src/storage/store.js";
@@ -191,6 +192,27 @@ describe("payloads from another realm", () => {
         ["k", [1, 2, 3]],
         ["k", [1, 2, 3]],
       ]);
+    } finally {
+      await engine.close();
+    }
+  });
+});
+
+describe("the queue payload limit this implementation chose (the ledger's 1 MiB record less 8 KiB for the record header)", () => {
+  it("is 1,040,384 bytes for both queue kinds: a payload of exactly that is queued whole, one byte more is InvalidArgumentError { argument: payload }", async () => {
+    expect(MAX_QUEUE_PAYLOAD_BYTES).toBe(1_048_576 - 8192);
+    const engine = memoryEngine();
+    try {
+      const memory = new EventQueue("signal", 10);
+      const durable = await EventQueue.fromLedger(createStore(engine, { name: "queues" }).ledger, "q/limit", "signal", 10);
+      for (const queue of [memory, durable]) {
+        await expect(Promise.resolve().then(() => queue.enqueue("over", new Uint8Array(1_040_385), T0))).rejects.toMatchObject({ code: "invalid_argument", argument: "payload" });
+        expect(await queue.enqueue("at-limit", new Uint8Array(1_040_384).fill(3), T0)).toBe("admit");
+        const item = await queue.consume();
+        expect([item?.key, item?.payload.length, item?.payload[1_040_383]]).toEqual(["at-limit", 1_040_384, 3]);
+      }
+      const replayed = await EventQueue.fromLedger(createStore(engine, { name: "queues" }).ledger, "q/limit", "signal", 10);
+      expect(replayed.stats()).toEqual({ signal_enqueued: 1, signal_consumed: 1, signal_shed: 0, signal_duplicates: 0 });
     } finally {
       await engine.close();
     }

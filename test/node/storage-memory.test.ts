@@ -10,7 +10,7 @@ import { BlobsOracle, KvOracle, LedgerOracle, storageConformanceCases } from "..
 import { SharedSliceBytes } from "../../src/testing/storage-examples.js";
 import { commandsUpTo } from "../../src/testing/soak.js";
 import { AmbiguousError, RecordNotFoundError } from "../../src/storage/errors.js";
-import { appendDefinite, type Ledger } from "../../src/storage/ledger.js";
+import { appendDefinite, MAX_LEDGER_PAYLOAD_BYTES, readRecord, type Ledger } from "../../src/storage/ledger.js";
 import { createStore } from "../../src/storage/store.js";
 
 describe("storage primitives over the memory engine", () => {
@@ -121,5 +121,26 @@ describe("the model-based runs of the conformance suites", () => {
     const lengths = fc.sample(fc.commands([noop], commandsUpTo(40)), { numRuns: 300, seed: 42 }).map((commands) => [...commands].length);
     expect(Math.max(...lengths)).toBeGreaterThan(30);
     expect(lengths.reduce((sum, n) => sum + n, 0) / lengths.length).toBeGreaterThan(10);
+  });
+});
+
+describe("the engine ledger's payload limit (this implementation's choice: the spec names none)", () => {
+  it("is 1 MiB: a payload of 1,048,576 bytes is stored and read back whole, one of 1,048,577 is InvalidArgumentError { argument: payload } and lands nothing", async () => {
+    expect(MAX_LEDGER_PAYLOAD_BYTES).toBe(1_048_576);
+    const engine = memoryEngine();
+    try {
+      const ledger = createStore(engine, { name: "app" }).ledger;
+      await expect(ledger.append("log", 0, new Uint8Array(1_048_577))).rejects.toMatchObject({ name: "InvalidArgumentError", code: "invalid_argument", argument: "payload" });
+      expect(await ledger.tip("log")).toBe(0);
+      const atLimit = new Uint8Array(1_048_576).map((_, i) => i % 251);
+      await ledger.append("log", 0, atLimit);
+      const stored = await readRecord(ledger, "log", 1);
+      expect(stored.payload.length).toBe(1_048_576);
+      expect(Buffer.compare(Buffer.from(stored.payload), Buffer.from(atLimit))).toBe(0);
+      await expect(ledger.append("log", 1, new Uint8Array(1_048_577))).rejects.toMatchObject({ code: "invalid_argument", argument: "payload" });
+      expect(await ledger.tip("log")).toBe(1);
+    } finally {
+      await engine.close();
+    }
   });
 });
