@@ -83,6 +83,18 @@ function delivery(consumer: ConsumerId, n: number, attempt: number): DeliveryId 
   return { consumer, event: rid(n), attempt };
 }
 
+/**
+ * Events 1 and 2 on one key; event 1 claimed and quarantined, event 2
+ * claimed (in flight), then event 1 released: it waits behind event 2.
+ */
+async function releaseBehindInFlight(journal: UsageJournal, time: VirtualClock, t0: number): Promise<void> {
+  await journal.append(usage(1, "user-1", t0));
+  await journal.append(usage(2, "user-1", t0));
+  await journal.quarantine(only(await journal.claim(billing, lease(time)), "claim of event 1").id, "rejected");
+  expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`], "event 2 goes while event 1 is quarantined");
+  await journal.release(billing, rid(1), { now: time.now });
+}
+
 function lease(time: VirtualClock, leaseMs = 1000, maxEvents = 10) {
   return { maxEvents, leaseMs, now: time.now };
 }
@@ -724,11 +736,7 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     "a release while the key's next event is in flight: when that lease runs out, the released event goes first",
     {},
     async ({ journal, time, t0 }) => {
-      await journal.append(usage(1, "user-1", t0));
-      await journal.append(usage(2, "user-1", t0));
-      await journal.quarantine(only(await journal.claim(billing, lease(time)), "claim of event 1").id, "rejected");
-      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`], "event 2 goes while event 1 is quarantined");
-      await journal.release(billing, rid(1), { now: time.now });
+      await releaseBehindInFlight(journal, time, t0);
       expectEqual(await journal.claim(billing, lease(time)), [], "the key is in flight (event 2)");
       time.advance(1000);
       expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#2`], "event 2's lease ran out: event 1, released and earlier, comes first");
@@ -741,11 +749,7 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     "a release while the key's next event is in flight: when that event is nacked, the released event goes first",
     {},
     async ({ journal, time, t0 }) => {
-      await journal.append(usage(1, "user-1", t0));
-      await journal.append(usage(2, "user-1", t0));
-      await journal.quarantine(only(await journal.claim(billing, lease(time)), "claim of event 1").id, "rejected");
-      expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(2)}#1`], "event 2 goes while event 1 is quarantined");
-      await journal.release(billing, rid(1), { now: time.now });
+      await releaseBehindInFlight(journal, time, t0);
       await journal.nack(delivery(billing, 2, 1), { retryAfterMs: 0, error: "busy", now: time.now });
       expectEqual(handed(await journal.claim(billing, lease(time))), [`${rid(1)}#2`], "event 2 was given back: event 1, released and earlier, comes first");
       await journal.ack(delivery(billing, 1, 2));
