@@ -77,6 +77,8 @@ export class FakeApi {
   };
   /** Answer 401 to everything (a revoked token). */
   refuseAll = false;
+  /** Answer the next request `failNext` accepts with a 500 \`backend\` error (once). */
+  failNext: ((request: LoggedRequest) => boolean) | null = null;
   readonly #holds: HoldEntry[] = [];
   #position = 0;
   readonly #original = globalThis.fetch;
@@ -143,7 +145,9 @@ export class FakeApi {
     const logged: LoggedRequest = { method: request.method, route, query: Object.fromEntries(url.searchParams), body };
     this.requests.push(logged);
     // The answer is computed on arrival; a held one is delivered late, as of then.
-    const response = this.#route(request, route, logged);
+    const failing = this.failNext?.(logged) === true;
+    if (failing) this.failNext = null;
+    const response = failing ? json(500, { error: { code: "backend", message: "storage unavailable", retryable: true } }) : this.#route(request, route, logged);
     const holdIndex = this.#holds.findIndex((hold) => hold.match(logged));
     if (holdIndex >= 0) {
       const [hold] = this.#holds.splice(holdIndex, 1);

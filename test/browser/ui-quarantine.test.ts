@@ -413,8 +413,15 @@ describe("web UI: inspect", () => {
     expect(fake.requestsTo(`/journals/${JOURNAL}/audit`).map((request) => request.query["after"] ?? null)).toEqual([null, "a1.1000", "a1.2000"]);
     expect(container.querySelector(".audit-more")?.textContent).toContain("The oldest 3,000 entries are shown; newer ones exist");
 
+    // A failed "Load more" keeps the entries shown and the focus on the button, and says so.
+    fake.failNext = (request) => request.route === `/journals/${JOURNAL}/audit`;
+    await button("Load more audit entries").click();
+    await expect.poll(() => container.querySelector(".audit [role=alert]")?.textContent ?? "").toContain("More audit entries could not be loaded");
+    expect(auditRows()).toHaveLength(3000);
+    expect(document.activeElement?.textContent).toBe("Load more audit entries");
     await button("Load more audit entries").click();
     await expect.poll(() => auditRows().length).toBe(3100);
+    expect(fake.requestsTo(`/journals/${JOURNAL}/audit`).map((request) => request.query["after"] ?? null).slice(3)).toEqual(["a1.3000", "a1.3000"]);
     expect(auditRows().at(-1)!.cells[0]!.textContent).toBe("3100");
     expect(container.querySelector(".audit-more")).toBeNull();
     // The button went away under the focus: it lands on the entries' heading.

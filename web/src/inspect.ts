@@ -184,6 +184,14 @@ export function inspectView(options: InspectOptions): HTMLElement {
     } catch (error) {
       if (seq !== auditSeq) return;
       if (error instanceof AuthError) return options.onAuthError(error);
+      if (more) {
+        // The entries read so far stay, and "Load more" (which keeps its focus) goes on from where this stopped.
+        const hadFocus = document.activeElement === moreAuditButton;
+        renderAudit();
+        audit.append(el("p", { class: "banner error", role: "alert" }, `More audit entries could not be loaded: ${describeError(error)}. Load more tries again from where it stopped.`));
+        if (hadFocus) moreAuditButton.focus();
+        return;
+      }
       replaceChildren(
         audit,
         el("p", { class: "banner error", role: "alert" }, `Audit entries could not be loaded: ${describeError(error)}`),
