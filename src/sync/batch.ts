@@ -68,7 +68,9 @@
  *   a wrong token, which a corrected token and a restart of the forwarder
  *   end). A batch of several namespaces refused as `forbidden_namespace` is
  *   sent again one namespace at a time, so the namespaces the token covers
- *   go; a namespace refused on its own waits, held.
+ *   go; a namespace refused on its own waits, held, and its events leave the
+ *   batch's room to the others' (top-ups), up to `SCOPE_HOLD_EXTRA` (3)
+ *   batches of them.
  * - The loop claims a batch (which spends an attempt of each event) only once
  *   the sink answers a call of no events (`sinkAnswers`), at each start and
  *   after a failed batch: restarts and lapsed leases through an outage spend
@@ -337,6 +339,8 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
   let failures = 0;
   // Whether a held event's lease lapsed (or the source stopped recognising it): the batch then claims no more.
   let lapsed = false;
+  // Request ids held because the sink's credentials may not append their namespace (403 `forbidden_namespace`).
+  let waitingForScope = new Set<string>();
   // Sends in a row whose events all failed with an unexplained answer (see `isUnexplainedAnswer`) and none was accepted.
   let unexplained = 0;
   // Request ids of this batch a failed send may have stored (the outcome of the call is unknown): a later send of them is a resend.
@@ -350,6 +354,9 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
       // An event that failed alone, after as many unexplained failures in a row as SPLIT_AFTER_FAILURES, is charged
       // only when another part of the same send was accepted: that shows the sink takes events (see `resolveSuspects`).
       const outcomes = resolveSuspects(await send(context, outstanding, sentBefore, probe));
+      // Held for a namespace the sink's credentials may not append: they wait for a corrected token, and do not
+      // take the room of the events the credentials do cover (see `topUp`).
+      waitingForScope = new Set(outstanding.filter((_, i) => outcomes[i]!.kind === "again" && isForbiddenNamespace((outcomes[i] as { error: unknown }).error)).map((delivery) => delivery.id.event));
       // A split that found no part the sink takes proves nothing: the next split waits for as many failures again.
       unexplained = outcomes.some((outcome) => outcome.kind === "again" && isUnexplainedAnswer(outcome.error)) && !probe.splitDone ? unexplained + 1 : 0;
       await heartbeat.pause();
@@ -389,7 +396,8 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
       // comment). Not once a lease lapsed: what lapsed would be claimed again, an attempt more each, while the sink
       // may still be down (the next batch claims only once it answers).
       if (!lapsed) {
-        const added = await topUp(context, outstanding.length);
+        const scoped = outstanding.filter((delivery) => waitingForScope.has(delivery.id.event)).length;
+        const added = await topUp(context, outstanding.length - Math.min(scoped, SCOPE_HOLD_EXTRA * context.batchSize));
         if (added.length > 0) {
           claimed += added.length;
           context.onClaimed?.(added.length);
@@ -416,9 +424,20 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
 }
 
 /**
+ * How many batches' worth of events a held batch may keep, beyond its own
+ * size, while they wait for credentials that may append their namespace
+ * (403 `forbidden_namespace`): they do not count against the top-ups, so the
+ * namespaces the credentials cover still go, up to this many such events in
+ * the oldest positions. Past it they hold the batch's room too, until the
+ * credentials are corrected (reported on every send).
+ */
+const SCOPE_HOLD_EXTRA = 3;
+
+/**
  * Claim up to `batchSize - held` more events for a held batch (none when it
- * is full). A failed claim is reported and adds nothing: the held batch goes
- * on as it is.
+ * is full); `held` leaves out the events waiting for credentials, up to
+ * {@link SCOPE_HOLD_EXTRA} batches of them. A failed claim is reported and
+ * adds nothing: the held batch goes on as it is.
  */
 async function topUp(context: BatchContext, held: number): Promise<Delivery[]> {
   const room = context.batchSize - held;

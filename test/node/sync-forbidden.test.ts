@@ -62,6 +62,23 @@ function setup(scopes: Scope[] = ["append:acme"]) {
 }
 
 describe("forwarder and a token refused for one namespace", () => {
+  it("events of the refused namespace filling the whole batch (one per subject) do not take its room: the namespaces the token covers still go", async () => {
+    const { scheduler, source, append, forwarder, edgeIds, grant } = setup();
+    const forbidden = [];
+    for (const subject of ["x1", "x2", "x3"]) forbidden.push(await append("other", subject));
+    const allowed = [];
+    for (let i = 0; i < 5; i++) allowed.push(await append("acme", `a${i}`));
+    forwarder.start();
+    for (let i = 0; i < 60; i++) await scheduler.advance(5_000);
+    expect((await edgeIds()).sort()).toEqual(allowed.map((event) => event.id).sort());
+    expect(await source.stats(consumer)).toMatchObject({ pending: 0, inFlight: 3, quarantined: 0 });
+    grant(["append:acme", "append:other"]);
+    for (let i = 0; i < 12; i++) await scheduler.advance(5_000);
+    await forwarder.stop();
+    expect((await edgeIds()).sort()).toEqual(forbidden.map((event) => event.id).sort());
+    expect(await source.stats(consumer)).toMatchObject({ pending: 0, inFlight: 0, quarantined: 0 });
+  });
+
   it("forwards the rest of a batch and holds, uncharged, the event the token may not append; once it may, the event arrives (nothing quarantined)", async () => {
     const { scheduler, source, append, forwarder, edgeIds, grant } = setup();
     const allowed = [await append("acme", "a1")];
