@@ -609,10 +609,15 @@ export class HttpJournal implements UsageJournal {
       }
       result = waited.then(() => start(tail));
     }
-    tail.settled = result.then(
-      () => undefined,
-      () => undefined,
-    );
+    // Settled once the call settled and everything it waited for did too: a call abandoned while it waited
+    // (its caller's signal) settles early, and a later call of its keys must still not overtake the earlier ones.
+    tail.settled = Promise.all([
+      result.then(
+        () => undefined,
+        () => undefined,
+      ),
+      ...[...before].map((earlier) => earlier.settled),
+    ]).then(() => undefined);
     for (const key of unique) this.keyTails.set(key, tail);
     void tail.settled.then(() => {
       for (const key of unique) if (this.keyTails.get(key) === tail) this.keyTails.delete(key);

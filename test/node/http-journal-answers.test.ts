@@ -220,7 +220,7 @@ describe("HttpJournal: batched appends", () => {
     expect(mostInFlight()).toBe(2);
     expect(requests.map((request) => request.route)).toEqual(["append", "append", "append"]);
     // Idle again: no key is remembered.
-    expect((client as unknown as { keyTails: Map<string, unknown> }).keyTails.size).toBe(0);
+    await expect.poll(() => (client as unknown as { keyTails: Map<string, unknown> }).keyTails.size).toBe(0);
   });
 
   it("appendBatch keeps call order with the appends of its keys, batching on or off", async () => {
@@ -233,6 +233,21 @@ describe("HttpJournal: batched appends", () => {
       const delivered = await journal.claim(billing, { maxEvents: 10, leaseMs: 1_000, now: 2_000 });
       expect(delivered.map((delivery) => delivery.event.id)).toContain(e1!.id);
     }
+  });
+
+  it("an appendBatch abandoned while it waits for an earlier append of its key does not let a later append of that key overtake the earlier one", async () => {
+    const { client, journal } = served({ slowFirstMs: 40, batching: false });
+    const [e1, e2, e3] = [0, 1, 2].map((call) => event("acme", { call }));
+    const first = client.append(e1!);
+    const abandon = new AbortController();
+    const batch = client.appendBatch([e2!], { signal: abandon.signal });
+    const third = client.append(e3!);
+    abandon.abort(new Error("the caller gave up"));
+    await expect(batch).rejects.toMatchObject({ code: "backend" });
+    const [r1, r3] = await Promise.all([first, third]);
+    expect(r1.position).toBeLessThan(r3.position); // the third waited for the first, slow, request
+    expect((await journal.stats(billing)).pending).toBe(2);
+    await expect.poll(() => (client as unknown as { keyTails: Map<string, unknown> }).keyTails.size).toBe(0);
   });
 
   /** An event of about 191 KiB of UTF-8 JSON (CJK text: 3 bytes a character): five fit in 1 MiB, six do not. */
