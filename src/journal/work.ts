@@ -986,10 +986,15 @@ export class Work {
     }
   }
 
-  /** Whether a claim of `consumer` at `now` may find leases claimed after `now` + {@link CLOCK_BACK_TOLERANCE_MS}. */
+  /**
+   * Whether a claim of `consumer` at `now` may find leases claimed after
+   * `now` + {@link CLOCK_BACK_TOLERANCE_MS}: the consumer's latest leasing
+   * claim was later than that, or its row predates `claimedThrough` and it
+   * holds leases (looked at once: the scan sets the field).
+   */
   private async clockWentBack(consumer: string, now: number): Promise<boolean> {
-    const through = (await this.consumerRow(consumer)).claimedThrough;
-    return through !== undefined && through > now + CLOCK_BACK_TOLERANCE_MS;
+    const row = await this.consumerRow(consumer);
+    return row.claimedThrough === undefined ? row.leased > 0 : row.claimedThrough > now + CLOCK_BACK_TOLERANCE_MS;
   }
 
   /**

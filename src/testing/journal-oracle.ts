@@ -401,9 +401,8 @@ export class JournalOracle implements UsageJournal {
       this.pruneEvents(pruneAt, OPPORTUNISTIC_PRUNE_LIMIT);
       this.register(c, pruneAt);
       // 2. The claimer's clock went back: a lease claimed more than CLOCK_BACK_TOLERANCE_MS after `now` has lapsed (expired at `now`).
-      for (const status of this.statusesOf(c).values()) {
-        const latest = latestAttempt(status);
-        if (isInFlight(status, now) && latest!.claimedAt > now + CLOCK_BACK_TOLERANCE_MS) latest!.outcome = { kind: "expired", at: now };
+      for (const [position, status] of this.statusesOf(c)) {
+        if (this.lapsesAt(c, position, now)) latestAttempt(status)!.outcome = { kind: "expired", at: now };
       }
 
       // 3. Take the candidate with the smallest position until maxEvents are chosen, or
@@ -458,11 +457,18 @@ export class JournalOracle implements UsageJournal {
       const unfinished = this.state.events.filter(
         (other) => sameOrderingKey(other.event, stored.event) && this.statusOf(consumer, other.position).state === "unfinished",
       );
-      if (unfinished.some((other) => isInFlight(this.statusOf(consumer, other.position), now))) continue;
+      // A lease the claim at `now` would lapse (claimed after `now` + CLOCK_BACK_TOLERANCE_MS, see `claim`) does not block.
+      if (unfinished.some((other) => isInFlight(this.statusOf(consumer, other.position), now) && !this.lapsesAt(consumer, other.position, now))) continue;
       if (this.statusOf(consumer, stored.position).availableAt > now || this.isHeld(consumer, stored.event, now)) continue;
       count += 1;
     }
     return count;
+  }
+
+  /** Whether a claim of `consumer` at `now` lapses the event's lease: in flight, claimed more than CLOCK_BACK_TOLERANCE_MS after `now`. */
+  private lapsesAt(consumer: ConsumerId, position: number, now: number): boolean {
+    const status = this.statusOf(consumer, position);
+    return isInFlight(status, now) && latestAttempt(status)!.claimedAt > now + CLOCK_BACK_TOLERANCE_MS;
   }
 
   /**

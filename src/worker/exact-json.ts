@@ -42,8 +42,9 @@ export const SOURCE_TEXT_ACCESS: boolean = (() => {
  * an integer literal (no `.`, `e` or `E`) whose value is not a safe integer
  * and whose text is not what `String(value)` writes. `JSON.stringify` writes
  * every number as `String(value)`, so what a JavaScript producer sends is
- * never refused (2^60 as `1152921504606846976`, say), while a literal that
- * reads as another number is.
+ * never refused (2^60 as `1152921504606847000`, say), while a literal that
+ * reads as another number is (2^60 written out in full, `1152921504606846976`,
+ * too: it would come back as `1152921504606847000`).
  */
 export function isRoundedInteger(source: string, value: number): boolean {
   return !Number.isSafeInteger(value) && !/[.eE]/.test(source) && source !== String(value);
