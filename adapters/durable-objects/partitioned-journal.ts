@@ -418,26 +418,15 @@ async function reservationOf(event: UsageEvent): Promise<IdReservation> {
 const HINTS = 10_000;
 
 /**
- * The reasons a journal gives for `not_outstanding` once it found the event
- * stored (`src/journal/journal.ts`): the delivery's event is in that
- * partition, so no other partition can answer otherwise.
- */
-const STORED_BUT_NOT_OUTSTANDING = [": an operator discarded the event", ": the event was never delivered to this consumer", ": it is not the current attempt of a running lease"];
-
-/**
  * Whether a partition's refusal of a delivery leaves open that another
- * partition stores its event: a `not_outstanding` that does not say the
- * event is stored there. Over the wire a `NotOutstandingError` carries the
- * delivery and its message (`./wire.ts`), not why it was refused, so the
- * reason is read from the message: "the event is not journaled" (and "the
- * consumer never claimed", which is answered before the event is looked
- * for) may be elsewhere; the reasons of {@link STORED_BUT_NOT_OUTSTANDING}
- * (an expired lease, an old attempt, a discarded event) are not. A reason
- * not known here counts as maybe elsewhere: the delivery is then looked up,
- * as before the reasons were told apart.
+ * partition stores its event: a `not_outstanding` whose journal did not find
+ * the event stored (`NotOutstandingError.eventStored`, carried over the wire;
+ * false from a partition that predates it, so the delivery is then looked
+ * up, as before). An expired lease, an older attempt, a discarded event are
+ * answered where the event is, and no other partition can answer otherwise.
  */
 function mayBeElsewhere(error: unknown): boolean {
-  return error instanceof NotOutstandingError && !STORED_BUT_NOT_OUTSTANDING.some((reason) => error.message.endsWith(reason));
+  return error instanceof NotOutstandingError && !error.eventStored;
 }
 
 /** `error` as a journal error: what `send` throws already is one; anything else becomes a `BackendError` around it. */

@@ -81,10 +81,20 @@ export class EventConflictError extends JournalError {
 export class NotOutstandingError extends JournalError {
   declare readonly code: "not_outstanding";
   readonly delivery: DeliveryId;
-  constructor(delivery: DeliveryId, detail?: string) {
+  /**
+   * Beyond the spec: true when the journal found the delivery's event stored
+   * (and refused for another reason: an expired lease, an older attempt, a
+   * discarded event, one never delivered to this consumer), false when it did
+   * not (not journaled, or the consumer never claimed) or does not say. A
+   * journal split over several (the partitioned journal) asks the others
+   * for the event only when it is false.
+   */
+  readonly eventStored: boolean;
+  constructor(delivery: DeliveryId, detail?: string, eventStored = false) {
     super("not_outstanding", `delivery \`${formatDeliveryId(delivery)}\` is not outstanding${detail ? `: ${detail}` : ""}`);
     this.name = "NotOutstandingError";
     this.delivery = delivery;
+    this.eventStored = eventStored;
   }
 }
 

@@ -365,10 +365,10 @@ class EngineJournal implements UsageJournal {
     const { event, position, standing } = await this.locate(work, id);
     if (standing.kind === "finished") {
       if (standing.row.status === "acked") return;
-      throw new NotOutstandingError(id, "an operator discarded the event");
+      throw new NotOutstandingError(id, "an operator discarded the event", true);
     }
     if (standing.kind === "quarantined") throw new QuarantinedError(id);
-    if (standing.kind === "none" || standing.row.attempts === 0) throw new NotOutstandingError(id, "the event was never delivered to this consumer");
+    if (standing.kind === "none" || standing.row.attempts === 0) throw new NotOutstandingError(id, "the event was never delivered to this consumer", true);
     await work.ackUnfinished(id.consumer, event, position, standing.row, now);
   }
 
@@ -414,10 +414,10 @@ class EngineJournal implements UsageJournal {
       const { event, position, standing } = await this.locate(work, id);
       if (standing.kind === "finished") {
         if (standing.row.status === "acked") throw new AlreadyAcknowledgedError(id);
-        throw new NotOutstandingError(id, "an operator discarded the event");
+        throw new NotOutstandingError(id, "an operator discarded the event", true);
       }
       if (standing.kind === "quarantined") return;
-      if (standing.kind === "none" || standing.row.attempts === 0) throw new NotOutstandingError(id, "the event was never delivered to this consumer");
+      if (standing.kind === "none" || standing.row.attempts === 0) throw new NotOutstandingError(id, "the event was never delivered to this consumer", true);
       await work.quarantineUnfinished(id.consumer, event, position, standing.row, reason, now, now);
     });
   }
@@ -427,11 +427,11 @@ class EngineJournal implements UsageJournal {
     const { event, position, standing } = await this.locate(work, delivery);
     if (standing.kind === "finished") {
       if (standing.row.status === "acked") throw new AlreadyAcknowledgedError(delivery);
-      throw new NotOutstandingError(delivery, "an operator discarded the event");
+      throw new NotOutstandingError(delivery, "an operator discarded the event", true);
     }
     if (standing.kind === "quarantined") throw new QuarantinedError(delivery);
     if (standing.kind === "none" || delivery.attempt !== standing.row.attempts || !inFlightAt(standing.row, now)) {
-      throw new NotOutstandingError(delivery, "it is not the current attempt of a running lease");
+      throw new NotOutstandingError(delivery, "it is not the current attempt of a running lease", true);
     }
     return { event, position, row: standing.row };
   }

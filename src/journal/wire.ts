@@ -51,7 +51,7 @@ export interface WireError {
 export type WireOutcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: WireError };
 
 /** The spec fields an error carries over the wire (each only when the error has it: `max` and `character` belong to one rule each). */
-const FIELDS = ["key", "delivery", "pending", "capacity", "rule", "argument", "consumer", "requestId", "max", "character"] as const;
+const FIELDS = ["key", "delivery", "eventStored", "pending", "capacity", "rule", "argument", "consumer", "requestId", "max", "character"] as const;
 
 /**
  * A journal error as data. Any other error becomes a `BackendError` first
@@ -110,7 +110,8 @@ function rebuild(wire: WireError, cause: Error | undefined): JournalError | null
     case "EventConflictError":
       return isText(f["key"]) ? new EventConflictError(f["key"]) : null;
     case "NotOutstandingError":
-      return isDelivery(f["delivery"]) ? new NotOutstandingError(f["delivery"]) : null;
+      // `eventStored` absent (a sender that predates it) reads as false: "does not say".
+      return isDelivery(f["delivery"]) ? new NotOutstandingError(f["delivery"], undefined, f["eventStored"] === true) : null;
     case "QuarantinedError":
       return isDelivery(f["delivery"]) ? new QuarantinedError(f["delivery"]) : null;
     case "AlreadyAcknowledgedError":
