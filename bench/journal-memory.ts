@@ -15,7 +15,11 @@
  *    It splits the journal's time into the engine's share and the core's.
  *    And the least engine work this pipeline's answers need (no journal
  *    rules beyond dedup and leases), on the same engine: about the most a
- *    journal over this engine could reach.
+ *    journal over this engine could reach. And the same least work done
+ *    straight on the memory engine's ordered store, synchronously, with no
+ *    transactions, undo log or promises inside: the most any journal whose
+ *    rows live in that store could reach, even over an engine API with
+ *    synchronous reads.
  * 2. Claim cost as the backlog grows: the time of one `claim 100 + ack 100`
  *    cycle over 1,000 and over 100,000 pending events spread over 1,000
  *    ordering keys (the backlog is topped up, untimed, after every cycle; the
@@ -25,6 +29,8 @@
 import { memoryEngine } from "../adapters/memory/index.js";
 import { createJournal, createUsageEvent, newRequestId, parseConsumerId, type Delivery, type UsageEvent, type UsageJournal } from "../src/index.js";
 import { compareKeys, type Engine, type EngineTransaction, type Key, type KeyRange, type ScanOptions, type TransactOptions, type TransactionMode } from "../src/engine.js";
+import { ABSENT, OrderedTrie } from "../adapters/memory/ordered-trie.js";
+import { scanBounds } from "../src/ordered/scan-bounds.js";
 
 const consumer = parseConsumerId("billing");
 const capacity = { maxEvents: 10_000_000, maxDeliveryAttempts: 8, retainAcknowledgedMs: 86_400_000, policy: "refuse" } as const;
@@ -218,6 +224,59 @@ async function leastEngineWork(engine: Engine, events: readonly UsageEvent[]): P
 }
 
 /**
+ * {@link leastEngineWork}'s steps done straight on the memory engine's
+ * ordered store ({@link OrderedTrie}), synchronously: the same rows, reads
+ * and writes, but no Engine API, no transaction, no undo log and no promise
+ * inside a step. Each step (an append, a claim, an ack) is awaited once, as
+ * a caller of an asynchronous journal awaits each call. Its rate over the
+ * baseline's bounds every journal that keeps rows like these in that store,
+ * whatever its engine API (synchronous reads included) and however little
+ * code it runs.
+ */
+async function leastStoreWork(events: readonly UsageEvent[]): Promise<{ key: Key; value: unknown }[][]> {
+  const store = new OrderedTrie();
+  const put = (key: Key, value: unknown) => {
+    const node = store.node(key);
+    if (node.value === ABSENT) {
+      node.key = [...key];
+      store.size++;
+    }
+    node.value = value;
+  };
+  const step = Promise.resolve();
+  const delivered: { key: Key; value: unknown }[][] = [];
+  let position = 0;
+  for (const event of events) {
+    await step;
+    if (store.find(["j", "least", "i", event.id]) !== undefined) continue;
+    position += 1;
+    put(["j", "least", "e", position], event);
+    put(["j", "least", "i", event.id], position);
+    put(["j", "least", "k", event.orderingKey.namespace, event.orderingKey.subject, position], 0);
+  }
+  let next = 1;
+  while (next <= position) {
+    await step;
+    const batch: { key: Key; value: unknown }[] = [];
+    store.scan(scanBounds({ prefix: ["j", "least", "e"], lower: ["j", "least", "e", next] }), false, 100, (node) => {
+      batch.push({ key: node.key!, value: node.value });
+    });
+    for (const entry of batch) put(["j", "least", "l", "billing", entry.key[3] as number], 1);
+    if (batch.length === 0) throw new Error(`least store work: an empty claim with ${position - next + 1} events left`);
+    delivered.push(batch);
+    for (const entry of batch) {
+      await step;
+      const at = entry.key[3] as number;
+      if (store.find(["j", "least", "l", "billing", at]) === undefined) throw new Error(`least store work: no lease for position ${at}`);
+      store.delete(["j", "least", "l", "billing", at]);
+      put(["j", "least", "f", "billing", at], 1);
+    }
+    next += batch.length;
+  }
+  return delivered;
+}
+
+/**
  * The journal's pipeline: append every event one by one, then claim 100 and
  * ack each until drained. Answers the claimed batches (one push per claim)
  * and the journal, for the checks after the timing ({@link assertJournalDelivered}).
@@ -294,6 +353,8 @@ export interface PipelineResult {
   replayPerSecond: number;
   /** {@link leastEngineWork} on a fresh memory engine, events/s. */
   leastPerSecond: number;
+  /** {@link leastStoreWork}, events/s. */
+  leastStorePerSecond: number;
   /** Engine calls per event in the journal's run. */
   callsPerEvent: number;
   /** Transactions per event in the journal's run. */
@@ -335,6 +396,10 @@ export async function pipeline(count: number, keys: number): Promise<PipelineRes
   const leastDelivered = await leastEngineWork(memoryEngine(), events);
   const leastMs = performance.now() - t0;
   assertDeliveredOnce("least engine work", events, leastDelivered.flatMap((batch) => batch.map((entry) => (entry.value as UsageEvent).id)));
+  t0 = performance.now();
+  const storeDelivered = await leastStoreWork(events);
+  const leastStoreMs = performance.now() - t0;
+  assertDeliveredOnce("least store work", events, storeDelivered.flatMap((batch) => batch.map((entry) => (entry.value as UsageEvent).id)));
   // Least engine work's calls and transactions, counted as the journal's are: a recorded run, untimed.
   const leastLog: (Recorded | undefined)[] = [];
   await leastEngineWork(recording(memoryEngine(), leastLog), events);
@@ -348,6 +413,7 @@ export async function pipeline(count: number, keys: number): Promise<PipelineRes
     ratio: baselineMs / journalMs,
     replayPerSecond: perSecond(replayMs),
     leastPerSecond: perSecond(leastMs),
+    leastStorePerSecond: perSecond(leastStoreMs),
     callsPerEvent: calls / count,
     transactionsPerEvent: transactions / count,
     leastCallsPerEvent: leastCalls / count,
