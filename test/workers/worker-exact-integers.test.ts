@@ -1,9 +1,10 @@
 /**
  * The append routes of `createApp` refuse, inside workerd, an integer literal
  * in an event's `data` that a double cannot hold exactly (a Go or Rust `u64`
- * counter): it would be journaled as another number. This runs in workerd
- * because the check reads each literal's source text (`context.source` of a
- * `JSON.parse` reviver), which Node 20 lacks (`src/worker/exact-json.ts`).
+ * counter): it would be journaled as another number. Here the check reads
+ * each literal's source text (`context.source` of a `JSON.parse` reviver),
+ * which workerd gives; where it is missing (Node 20) it scans the text instead
+ * (`src/worker/exact-json.ts`, test/node/worker-exact-integers.test.ts).
  * What `JSON.stringify` writes (2^60 as `1152921504606847000`) is accepted;
  * an integer literal written otherwise beyond 2^53 - 1 is not, even one a
  * double holds exactly (`1152921504606846976`, 2^60 in full): it would be
@@ -13,7 +14,7 @@ import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { createJournal, parseConsumerId } from "../../src/index.js";
 import { createApp } from "../../src/worker/index.js";
-import { SOURCE_TEXT_ACCESS } from "../../src/worker/exact-json.js";
+import { roundedDataByScan, roundedDataBySource, SOURCE_TEXT_ACCESS, type RoundedData } from "../../src/worker/exact-json.js";
 
 const TOKEN = "exact-integers-token-0123456";
 const t0 = 1_700_000_000_000;
@@ -38,6 +39,21 @@ const eventText = (n: number, data: string) => `{"record":{"requestId":"${rid(n)
 describe("integer literals a double cannot hold, in event data (workerd)", () => {
   it("the platform gives a reviver the source text", () => {
     expect(SOURCE_TEXT_ACCESS).toBe(true);
+  });
+
+  it("the scan used where there is no source text answers as the source text does", () => {
+    const holders = (found: RoundedData | null, pick: (body: unknown) => readonly object[]) => (found === null ? null : pick(found.body).map((holder) => found.holders.get(holder)));
+    const records = (body: unknown) => (body as { events: { record: object }[] }).events.map((event) => event.record);
+    // An integer key is revived first; a duplicate key's earlier value is gone; an escaped key is its value.
+    const cases: [string, (string | undefined)[]][] = [
+      [`{"events":[${eventText(1, '{"a":1}')},${eventText(2, '{"b":18446744073709551615,"0":9007199254740993}')},${eventText(3, '"18446744073709551615"')}]}`, [undefined, "9007199254740993", undefined]],
+      [`{"events":[${eventText(1, '{"a":[18446744073709551615],"a":[1]}')},${eventText(2, "1152921504606847000")},${eventText(4, "[1152921504606846976]")}]}`, [undefined, undefined, "1152921504606846976"]],
+      [`{"events":[{"record":{"\\u0064ata":-18446744073709551615,"data":1,"data":100000000000000000000000}}]}`, ["100000000000000000000000"]],
+    ];
+    for (const [text, expected] of cases) {
+      expect(holders(roundedDataBySource(text), records), text).toEqual(expected);
+      expect(holders(roundedDataByScan(text), records), text).toEqual(expected);
+    }
   });
 
   it("append refuses a rounded literal as invalid_event (rule data) and journals nothing; JSON.stringify's numbers pass", async () => {
