@@ -73,8 +73,18 @@
  *   batches of them.
  * - The loop claims a batch (which spends an attempt of each event) only once
  *   the sink answers a call of no events (`sinkAnswers`), at each start and
- *   after a failed batch: restarts and lapsed leases through an outage spend
- *   nothing. That check never charges anything; a top-up of a held batch
+ *   after a failed batch, until a check answered or a batch claimed
+ *   something: restarts and lapsed leases through an outage spend nothing.
+ *   The check is made only while the source has events pending. With none
+ *   pending but some in flight (another forwarder's leases, or an earlier
+ *   run's that have not run out) the loop claims without it: a claim that
+ *   finds nothing spends nothing, so no request is made while those leases
+ *   run, and the leases that run out are pending, checked for, at the next
+ *   poll. Such a claim finds events only where the journal lapses leases an
+ *   earlier run took before the device's clock went back (or another
+ *   forwarder gave events back meanwhile); they are sent as a batch whose
+ *   sends are their check, held through an outage for that one attempt.
+ *   That check never charges anything; a top-up of a held batch
  *   claims without it (the batch's own sends are the check).
  * - A resend answered `accepted` for an event observed longer ago than the
  *   sink's `capacity.retainAcknowledgedMs` is reported as a
@@ -221,9 +231,20 @@ export interface BatchContext {
   readonly clock: () => number;
   readonly scheduler: Scheduler;
   readonly report: (failure: BatchFailure) => void;
-  /** Told when a claim returned events, before they go to the sink. */
+  /** Told when a claim returned events, before they go to the sink (a held batch's top-ups too). */
   readonly onClaimed?: (count: number) => void;
+  /**
+   * Told when a send of a held batch settled events (acknowledged,
+   * quarantined or nacked some) and the batch stays open, waiting to send the
+   * rest again: the counts settled since the batch began or since last told.
+   * What the batch settles as it ends is told by its report only; the
+   * report's counts are the batch's whole, what was told included.
+   */
+  readonly onSettled?: (counts: SettledCounts) => void;
 }
+
+/** Events of one batch settled so far, as {@link BatchContext.onSettled} tells them (the counts of {@link BatchReport}). */
+export type SettledCounts = Pick<BatchReport, "forwarded" | "alreadyPresent" | "quarantined" | "retried">;
 
 const MAX_NACK_ERROR_CHARS = 2000;
 const EMPTY: BatchReport = Object.freeze({ claimed: 0, forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, resent: 0, failed: false });
@@ -292,6 +313,19 @@ interface Tally {
   failed: boolean;
 }
 
+/** Options of {@link forwardBatch}. */
+export interface ForwardBatchOptions {
+  /**
+   * Claim only once the sink answers a call of no events (`sinkAnswers`);
+   * while the source says nothing is pending, ask the sink nothing (see
+   * `forwardBatch`). The loop asks for it at each start and after a failed
+   * batch.
+   */
+  readonly checkSink?: boolean;
+  /** Told when that check was made and the sink answered, before the claim (whatever the claim then finds). */
+  readonly onSinkAnswered?: () => void;
+}
+
 /**
  * Forward one batch. Never rejects: every failure goes to `context.report`
  * and into the report's counts.
@@ -315,16 +349,29 @@ interface Tally {
  * answer that may be one event's doing is split the same way (see the module
  * comment).
  */
-export async function forwardBatch(context: BatchContext, hold: BatchHold | null = null, options: { readonly checkSink?: boolean } = {}): Promise<BatchReport> {
-  // Claiming spends a delivery attempt: while the sink does not answer, nothing is claimed. With nothing pending or in
-  // flight there is nothing to claim: no request is made (an idle outbox, or one that just went offline, asks the sink nothing).
+export async function forwardBatch(context: BatchContext, hold: BatchHold | null = null, options: ForwardBatchOptions = {}): Promise<BatchReport> {
+  // Read before the source's stats: a lease they count in flight (unexpired when read) has not run out at this `now`
+  // either, so a claim at it after `leased` does not take it (see `claimOutlook`).
+  let now = context.clock();
+  // Claiming spends a delivery attempt: while the sink does not answer, nothing is claimed. No request is made while
+  // nothing is pending. With nothing in flight either there is nothing to claim (an idle outbox, or one that just
+  // went offline, asks the sink nothing). With leases out (another forwarder's, an earlier run's not run out yet)
+  // the claim comes first: one that finds nothing spends nothing, and asks the sink nothing. It finds events only
+  // where the journal lapses leases at it (the clock went back since an earlier run took them): those go to the
+  // sink as a batch, whose sends are their check, as a top-up's are, and an outage holds them for that one attempt.
+  // Leases that run out are pending at the next read, and claimed only once the sink answers.
   if (options.checkSink === true) {
-    if ((await nothingPending(context)) === true) return EMPTY;
-    if (!(await sinkAnswers(context))) return { ...EMPTY, failed: true };
+    const outlook = await claimOutlook(context);
+    if (outlook === "nothing") return EMPTY;
+    if (outlook !== "leased") {
+      if (!(await sinkAnswers(context))) return { ...EMPTY, failed: true };
+      options.onSinkAnswered?.();
+      now = context.clock();
+    }
   }
   let deliveries: Delivery[];
   try {
-    deliveries = await context.source.claim(context.consumer, { maxEvents: context.batchSize, leaseMs: context.leaseMs, now: context.clock() });
+    deliveries = await context.source.claim(context.consumer, { maxEvents: context.batchSize, leaseMs: context.leaseMs, now });
   } catch (error) {
     context.report({ phase: "claim", error, requestIds: [] });
     return { ...EMPTY, failed: true };
@@ -345,6 +392,22 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
   let unexplained = 0;
   // Request ids of this batch a failed send may have stored (the outcome of the call is unknown): a later send of them is a resend.
   const sentBefore = new Set<string>();
+  // What `onSettled` was told so far; the report counts the whole batch.
+  const told: { -readonly [K in keyof SettledCounts]: number } = { forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0 };
+  const tellSettled = () => {
+    const counts: SettledCounts = {
+      forwarded: tally.forwarded - told.forwarded,
+      alreadyPresent: tally.alreadyPresent - told.alreadyPresent,
+      quarantined: tally.quarantined - told.quarantined,
+      retried: tally.retried - told.retried,
+    };
+    if (counts.forwarded === 0 && counts.quarantined === 0 && counts.retried === 0) return;
+    told.forwarded = tally.forwarded;
+    told.alreadyPresent = tally.alreadyPresent;
+    told.quarantined = tally.quarantined;
+    told.retried = tally.retried;
+    context.onSettled?.(counts);
+  };
   // The heartbeat keeps the leases while the sink has the events and while a held batch waits;
   // it is paused, its extension in flight settled, whenever events are settled.
   const heartbeat = startHeartbeat(context, deliveries);
@@ -364,6 +427,8 @@ export async function forwardBatch(context: BatchContext, hold: BatchHold | null
       if (again.length === 0 || hold === null) break;
       // Asked again after the settle: the loop may have stopped (or lost its lock) while it ran, and then there is nothing to wait for.
       if (hold.active()) {
+        // The batch stays open, for as long as the sink takes to take the rest: what it settled counts now.
+        tellSettled();
         heartbeat.resume(again.map((delivery) => delivery.id));
         failures += 1;
         const delay = retryDelay(context.backoff, failures);
@@ -566,6 +631,33 @@ function resolveSuspects(outcomes: readonly Outcome[]): Outcome[] {
 }
 
 /**
+ * What the source says the consumer could claim, before the loop asks the
+ * sink (a failed read says nothing: `unknown`, and the loop checks the sink
+ * and claims as usual):
+ * - `nothing`: no event pending and none in flight;
+ * - `leased`: none pending, some in flight (their leases unexpired when
+ *   read). A claim at a `now` read before this finds something only where
+ *   the journal lapses a lease at it although it has not run out: leases an
+ *   earlier run took (a reloaded page, a closed tab) while the device's
+ *   clock was ahead, which a claim lapses at once when they were claimed
+ *   more than `CLOCK_BACK_TOLERANCE_MS` after its `now` (the clock went back
+ *   since), and events another forwarder gave back meanwhile. Leases of
+ *   another forwarder (a second tab without the lock) keep running, and
+ *   leases that run out are counted as pending by the next read;
+ * - `pending`: events pending: claimable now, or waiting behind an event of
+ *   their ordering key in flight, or for a nack's `retryAfterMs`.
+ */
+async function claimOutlook(context: BatchContext): Promise<"nothing" | "leased" | "pending" | "unknown"> {
+  try {
+    const stats = await context.source.stats(context.consumer);
+    if (stats.pending > 0) return "pending";
+    return stats.inFlight > 0 ? "leased" : "nothing";
+  } catch {
+    return "unknown";
+  }
+}
+
+/**
  * Whether the sink answers, checked before a claim: an `appendBatch` of no
  * events, which journals and leases nothing (an `HttpJournal` still sends
  * its request, through the same route, credentials and proxies as a real
@@ -579,23 +671,6 @@ function resolveSuspects(outcomes: readonly Outcome[]): Outcome[] {
  * reported and means no. Only a claim depends on it: it never charges an
  * event.
  */
-/**
- * Whether the source says the consumer has nothing to claim soon: no pending
- * event and none in flight (a failed read says nothing: undefined). Events
- * in flight count: leases an earlier run took (a reloaded page, a closed
- * tab) become claimable when they run out, or at once when the device's
- * clock went back since (the journal lapses leases claimed after a claim's
- * `now`, see its claim), so the loop keeps claiming while there are any.
- */
-async function nothingPending(context: BatchContext): Promise<boolean | undefined> {
-  try {
-    const stats = await context.source.stats(context.consumer);
-    return stats.pending === 0 && stats.inFlight === 0;
-  } catch {
-    return undefined;
-  }
-}
-
 export async function sinkAnswers(context: BatchContext): Promise<boolean> {
   try {
     await appendWithTimeout(context, []);

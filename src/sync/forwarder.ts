@@ -23,7 +23,12 @@
  * - The loop claims (which spends a delivery attempt) only once the sink
  *   answers a call of no events: at each start and after a failed batch, so
  *   restarts and lapsed leases through an outage spend no attempts. That
- *   check never charges an event. A held batch is topped up with events of
+ *   check never charges an event, and is made only while events are pending:
+ *   with none pending, the loop claims first (a claim that finds nothing
+ *   spends nothing), so a forwarder whose events another one leases (a
+ *   second tab without the lock) asks the sink nothing while those leases
+ *   run; leases that run out are pending, and checked for, at the next poll
+ *   (see `batch.ts`). A held batch is topped up with events of
  *   other ordering keys before each resend, so an event the sink fails alone
  *   is sent with others, whose acceptance charges it (see `batch.ts`).
  * - Exactly once at the sink needs its retention window: the sink knows a
@@ -46,7 +51,18 @@ import type { ConsumerId, UsageJournal } from "../journal/types.js";
 import { globalScheduler, type Scheduler } from "../storage/leaser.js";
 import type { AbortSignalLike } from "../storage/options.js";
 import { exponentialBackoff, isBackoffPolicy, type BackoffPolicy, type ExponentialBackoffOptions } from "./backoff.js";
-import { forwardBatch, retryDelay, type BatchContext, type BatchFailure, type BatchHold, type BatchReport, type ForwarderPhase, type ForwarderSink } from "./batch.js";
+import {
+  forwardBatch,
+  retryDelay,
+  type BatchContext,
+  type BatchFailure,
+  type BatchHold,
+  type BatchReport,
+  type ForwardBatchOptions,
+  type ForwarderPhase,
+  type ForwarderSink,
+  type SettledCounts,
+} from "./batch.js";
 import { errorCode, errorMessage, isRetryable } from "./errors.js";
 import { ForwarderEvents, reportListenerError, type ForwarderEvent, type ForwarderListener, type ForwarderListenerOptions } from "./events.js";
 import { browserLocks, type LockManagerLike } from "./lock.js";
@@ -91,13 +107,18 @@ export interface ForwarderFailure {
 /** A snapshot of the forwarder: the detail of `state` and `progress` events. */
 export interface ForwarderProgress {
   readonly state: ForwarderState;
-  /** Events acknowledged after the sink held them, since creation. */
+  /**
+   * Events acknowledged after the sink held them, since creation. Counted as
+   * each send settles: a batch held open (for a namespace the token may not
+   * append, say, while top-ups go through it) counts what it forwarded at
+   * once, with a `progress` event, not when it ends.
+   */
   readonly forwarded: number;
-  /** Events quarantined as `rejected`, since creation. */
+  /** Events quarantined as `rejected`, since creation (counted as `forwarded` is). */
   readonly quarantined: number;
-  /** Nacks, since creation. */
+  /** Nacks, since creation (counted as `forwarded` is). */
   readonly retried: number;
-  /** Batches that claimed something, since creation. */
+  /** Batches that claimed something, since creation, each counted at its first claim. */
   readonly batches: number;
   /** `source.stats(consumer).pending` after the latest batch; null before the first or if it failed. */
   readonly pending: number | null;
@@ -126,7 +147,11 @@ export interface DrainReport extends BatchReport {
 export interface ForwarderEventMap {
   /** The state changed. */
   state: ForwarderProgress;
-  /** A batch ended (or an idle poll refreshed `pending`). */
+  /**
+   * A batch ended (or an idle poll refreshed `pending`), a held batch waits to
+   * send again, or a send of a held batch settled events (the totals moved;
+   * `pending` is read when a batch ends).
+   */
   progress: ForwarderProgress;
   /** One batch that claimed something, or failed. */
   batch: BatchReport;
@@ -230,7 +255,7 @@ export interface Forwarder {
 // ------------------------------------------------------------------ options
 
 interface Settings {
-  readonly context: Omit<BatchContext, "report">;
+  readonly context: Omit<BatchContext, "report" | "onClaimed" | "onSettled">;
   readonly pollIntervalMs: number;
   readonly online: OnlineSource;
   readonly lock: { readonly name: string; readonly manager: LockManagerLike } | null;
@@ -434,7 +459,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   let batchTail: Promise<unknown> = Promise.resolve();
   let ticking = false;
   // Whether the loop's next claim waits for the sink to answer a call of no events: at the start of a run and after
-  // a failed batch, so that restarts and lapsed leases through an outage do not spend the events' delivery attempts.
+  // a failed batch, until the sink answered or a batch claimed something, so that restarts and lapsed leases through
+  // an outage do not spend the events' delivery attempts. The check itself waits for pending events (see `batch.ts`).
   let checkSink = true;
   // The wait of a batch the loop holds through a sink outage: ends early on stop(), a lost lock or back online.
   let holdTimer: unknown;
@@ -457,11 +483,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     events.dispatch("error", lastError);
   };
 
-  const context: BatchContext = {
-    ...settings.context,
-    report: (failure: BatchFailure) => fail(failure.phase, failure.error, failure.requestIds),
-    onClaimed: () => setState("forwarding"),
-  };
+  const report = (failure: BatchFailure) => fail(failure.phase, failure.error, failure.requestIds);
 
   async function refreshPending(): Promise<void> {
     try {
@@ -477,31 +499,58 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
 
   /**
    * One batch, queued behind any other, with the totals updated and `pending`
-   * refreshed. Never rejects. A batch of the loop leaves the state to the
-   * loop; one asked for by `runOnce` / `drain` puts the state back after.
+   * refreshed. Never rejects. The totals move as the batch settles events: a
+   * batch held open (through an outage, or for a namespace the token may not
+   * append while top-ups go) adds what each send settled at once, with a
+   * `progress` event, and the rest when it ends; a batch counts in `batches`
+   * at its first claim. A batch of the loop leaves the state to the loop; one
+   * asked for by `runOnce` / `drain` puts the state back after.
    */
-  function runBatch(fromLoop: boolean, hold: BatchHold | null = null, checkSink = false): Promise<BatchReport> {
+  function runBatch(fromLoop: boolean, hold: BatchHold | null = null, options: ForwardBatchOptions = {}): Promise<BatchReport> {
     const run = batchTail.then(async (): Promise<BatchReport> => {
       const before = state;
-      let report: BatchReport;
+      // What this batch added to the totals before it ended (its report counts the whole batch).
+      const added = { forwarded: 0, quarantined: 0, retried: 0, batch: false };
+      const context: BatchContext = {
+        ...settings.context,
+        report,
+        onClaimed: () => {
+          if (!added.batch) {
+            added.batch = true;
+            batches += 1;
+          }
+          setState("forwarding");
+        },
+        onSettled: (counts: SettledCounts) => {
+          forwarded += counts.forwarded;
+          quarantined += counts.quarantined;
+          retried += counts.retried;
+          added.forwarded += counts.forwarded;
+          added.quarantined += counts.quarantined;
+          added.retried += counts.retried;
+          events.dispatch("progress", snapshot());
+        },
+      };
+      let batchReport: BatchReport;
       try {
-        report = await forwardBatch(context, hold, { checkSink });
+        batchReport = await forwardBatch(context, hold, options);
       } catch (error) {
         // forwardBatch reports instead of throwing; should it ever throw, say so and count a failure.
         fail("internal", error);
-        report = { claimed: 0, forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, resent: 0, failed: true };
+        batchReport = { claimed: 0, forwarded: 0, alreadyPresent: 0, quarantined: 0, retried: 0, unsettled: 0, resent: 0, failed: true };
       }
-      forwarded += report.forwarded;
-      quarantined += report.quarantined;
-      retried += report.retried;
-      if (report.claimed > 0) batches += 1;
+      // What the batch settled since it last told (a batch that threw keeps what it told: those events were settled).
+      forwarded += Math.max(0, batchReport.forwarded - added.forwarded);
+      quarantined += Math.max(0, batchReport.quarantined - added.quarantined);
+      retried += Math.max(0, batchReport.retried - added.retried);
+      if (batchReport.claimed > 0 && !added.batch) batches += 1;
       await refreshPending();
-      if (report.claimed > 0 || report.failed) events.dispatch("batch", report);
+      if (batchReport.claimed > 0 || batchReport.failed) events.dispatch("batch", batchReport);
       if (!fromLoop) {
         setState(running ? before : "stopped");
         events.dispatch("progress", snapshot());
       }
-      return report;
+      return batchReport;
     });
     batchTail = run;
     return run;
@@ -599,14 +648,24 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     }
     ticking = true;
     let report: BatchReport;
+    // Whether this tick's sink check was made and answered.
+    let answered = false;
     try {
-      // The first claim of a run, and the first after a failure, waits until the sink answers (see `batch.ts`).
-      report = await runBatch(true, holdFor(mine), checkSink);
+      // The first claim of a run, and the first after a failure, waits until the sink answers; none is asked while
+      // nothing is pending (see `batch.ts`).
+      report = await runBatch(true, holdFor(mine), {
+        checkSink,
+        onSinkAnswered: () => {
+          answered = true;
+        },
+      });
     } finally {
       ticking = false;
     }
-    // Checked again next time after a failure, and until a batch claimed something (a check skipped for want of events checked nothing).
-    checkSink = report.failed || (checkSink && report.claimed === 0);
+    // Checked again next time after a failure, and until the sink answered a check or a batch claimed something: a
+    // check skipped for want of pending events checked nothing. Once the sink answered, an empty claim (pending events
+    // behind another forwarder's leases of their keys) leaves the loop polling with claims alone, as after a batch.
+    checkSink = report.failed || (checkSink && report.claimed === 0 && !answered);
     if (mine !== generation || !running) {
       // Stopped meanwhile, and perhaps started again: the new run's wake() found this tick in progress and left the next step to it.
       if (running) wake();

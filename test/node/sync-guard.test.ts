@@ -277,6 +277,100 @@ describe("forwarder guards", () => {
     expect(await s.source.attempts(consumer, ids[0]!)).toMatchObject([{ attempt: 1, outcome: { kind: "expired", at: 1_700_000_000_000 } }, { attempt: 2, outcome: { kind: "acked" } }]);
   });
 
+  it("a second forwarder whose outbox events are all leased by another asks the sink nothing while those leases run, and forwards them once given back", async () => {
+    let requests = 0;
+    const s = setup(() => {
+      requests += 1;
+      return undefined;
+    });
+    const ids = [0, 1, 2].map((i) => newRequestId(s.time.now + i));
+    for (const [i, id] of ids.entries()) await s.add(id, `u${i}`);
+    // The other forwarder (a tab without the lock option) holds them through its own sink's outage, its heartbeat keeping the leases.
+    const down: ForwarderSink = {
+      appendBatch: async (events) => {
+        if (events.length === 0) return [];
+        throw Object.assign(new Error("Service Unavailable"), { status: 503 });
+      },
+    };
+    const other = createForwarder({ source: s.source, consumer, sink: down, scheduler: s.scheduler, clock: s.time.clock });
+    other.start();
+    await s.scheduler.advance(1_000);
+    expect(await s.source.stats(consumer)).toMatchObject({ pending: 0, inFlight: 3 });
+    const f = createForwarder({ source: s.source, consumer, sink: await s.sink(), scheduler: s.scheduler, clock: s.time.clock });
+    f.start();
+    // Ten minutes at a 5 s poll: no call of no events (it asked one a poll, 120 of them).
+    await s.scheduler.advance(10 * 60_000);
+    expect(requests).toBe(0);
+    expect(f.progress).toMatchObject({ state: "idle", batches: 0, lastError: null });
+    // The other forwarder stops: it gives the events back, claimable at once; this one checks the sink, then forwards them.
+    await other.stop();
+    await s.scheduler.advance(5_000);
+    await f.stop();
+    expect(requests).toBe(2); // the check, then the batch
+    expect(f.progress.forwarded).toBe(3);
+    for (const id of ids) expect((await s.source.attempts(consumer, id)).map((a) => [a.attempt, a.outcome?.kind])).toEqual([[1, "nacked"], [2, "acked"]]);
+  });
+
+  it("a second forwarder whose pending events wait behind another's leases (of their ordering key) checks the sink once, not at every poll", async () => {
+    let requests = 0;
+    const s = setup(() => {
+      requests += 1;
+      return undefined;
+    });
+    const first = newRequestId(s.time.now);
+    const behind = newRequestId(s.time.now + 1);
+    await s.add(first, "u0");
+    await s.add(behind, "u0");
+    // Another forwarder's batch, its lease kept alive by its heartbeat.
+    const [held] = await s.source.claim(consumer, { maxEvents: 10, leaseMs: 30_000, now: s.time.now });
+    expect(held?.event.id).toBe(first);
+    const heartbeat = async () => {
+      for (let i = 0; i < 40; i++) {
+        await s.scheduler.advance(15_000);
+        await s.source.extend(held!.id, { leaseMs: 30_000, now: s.time.now });
+      }
+    };
+    const f = createForwarder({ source: s.source, consumer, sink: await s.sink(), scheduler: s.scheduler, clock: s.time.clock });
+    f.start();
+    await heartbeat(); // ten minutes
+    expect(await s.source.stats(consumer)).toMatchObject({ pending: 1, inFlight: 1 });
+    // The sink answered the first check; the claims after it found nothing and asked the sink nothing (one check a poll: 120).
+    expect(requests).toBe(1);
+    expect(f.progress).toMatchObject({ state: "idle", batches: 0, lastError: null });
+    await s.source.ack(held!.id);
+    await s.scheduler.advance(5_000);
+    await f.stop();
+    expect(requests).toBe(2);
+    expect(await s.source.attempts(consumer, behind)).toMatchObject([{ attempt: 1, outcome: { kind: "acked" } }]);
+  });
+
+  it("leases an earlier run left (a reloaded page) are claimed once they run out, and only after the sink answers: nothing is asked before, nothing spent through the outage", async () => {
+    let down = true;
+    let requests = 0;
+    const s = setup(() => {
+      requests += 1;
+      return down ? "throw" : undefined;
+    });
+    const ids = [0, 1].map((i) => newRequestId(s.time.now + i));
+    for (const [i, id] of ids.entries()) await s.add(id, `u${i}`);
+    // The earlier page claimed them (a 30 s lease), then was reloaded mid-send.
+    expect(await s.source.claim(consumer, { maxEvents: 10, leaseMs: 30_000, now: s.time.now })).toHaveLength(2);
+    const f = createForwarder({ source: s.source, consumer, sink: await s.sink(), scheduler: s.scheduler, clock: s.time.clock });
+    f.start();
+    await s.scheduler.advance(29_000);
+    expect(requests).toBe(0); // nothing claimable while the leases run: the sink is not asked
+    await s.scheduler.advance(5 * 60_000);
+    // They ran out: the loop asks the sink before claiming, and it is down, so nothing is claimed.
+    expect(requests).toBeGreaterThan(0);
+    expect(f.progress.lastError).toMatchObject({ phase: "append", requestIds: [] });
+    expect(await s.source.stats(consumer)).toMatchObject({ pending: 2, inFlight: 0 });
+    for (const id of ids) expect((await s.source.attempts(consumer, id)).map((a) => a.attempt)).toEqual([1]);
+    down = false;
+    await s.scheduler.advance(2 * 60_000);
+    await f.stop();
+    for (const id of ids) expect((await s.source.attempts(consumer, id)).map((a) => [a.attempt, a.outcome?.kind])).toEqual([[1, "expired"], [2, "acked"]]);
+  });
+
   it("a custom sink that refuses a call of no events with a plain Error is taken as answering: the loop claims and forwards", async () => {
     const s = setup(() => undefined);
     const delivered: string[] = [];
