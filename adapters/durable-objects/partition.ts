@@ -31,11 +31,12 @@
  *   claim of the core would (see `claim`).
  *
  * Four calls go beside the journal's public surface, through the core's
- * `Work` / `Layout` (the journal's internal layer; this file is the one place
- * the adapter depends on it): `register` (a consumer that claims anywhere
- * must be registered in every partition, or a partition it never claimed
- * from could prune events it has not seen; it prunes first, as that first
- * claim would, so a registration keeps no event already due), `claimable`
+ * internals (`registerContinuing` of the journal, and `Work` / `Layout`, its
+ * internal layer; this file is the one place the adapter depends on them):
+ * `register` (a consumer that claims anywhere must be registered in every
+ * partition, or a partition it never claimed from could prune events it has
+ * not seen; it prunes as that first claim would, so a registration keeps no
+ * event already due, and registers in the same bounded steps), `claimable`
  * (a read-only bound of what a claim could lease: how a claim smaller than P
  * picks its partitions) and `holds` / `holdsMany` (whether the partition
  * stores a request id: how deliveries are routed and how the id registry
@@ -70,7 +71,7 @@
 /// <reference types="@cloudflare/workers-types" />
 import { DurableObject } from "cloudflare:workers";
 import { checkNow, MAX_CLAIM_EVENTS } from "../../src/journal/arguments.js";
-import { claimContinuing, createJournal } from "../../src/journal/journal.js";
+import { claimContinuing, createJournal, registerContinuing } from "../../src/journal/journal.js";
 import { InvalidArgumentError } from "../../src/journal/errors.js";
 import { checkCapacity, checkInteger, parseConsumerId } from "../../src/journal/event.js";
 import { Layout } from "../../src/journal/layout.js";
@@ -469,22 +470,19 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
 
   /**
    * Register `consumer` here if it is not: what its first claim at `now` (the
-   * claim's `now`) would do, without claiming. Like that claim's
-   * registration, it first prunes every event whose window has passed at
-   * `now`, so a consumer registering after an event's window does not bring
-   * the event back. Without `now` (an older caller), it only registers.
+   * claim's `now`) would do, without claiming (`registerContinuing`). Like
+   * that claim's registration, it prunes every event whose window has passed
+   * at `now` (as its walk reaches it), so a consumer registering after an
+   * event's window does not bring the event back. Without `now` (an older
+   * caller), it only registers. Answers whether the consumer is registered
+   * here now: over a large backlog a registration takes several calls (each
+   * walks a bounded number of events; a claim here goes on with it too).
    */
-  async register(config: PartitionConfig, consumer: ConsumerId, now?: number): Promise<WireOutcome<void>> {
+  async register(config: PartitionConfig, consumer: ConsumerId, now?: number): Promise<WireOutcome<boolean>> {
     return toWire(async () => {
       const id = parseConsumerId(consumer);
-      const pruneAt = now === undefined ? undefined : checkNow("now", now);
-      const journal = await this.open(config);
-      await this.engine.transact("readwrite", async (tx) => {
-        const work = new Work(tx, new Layout(journal.name), journal.capacity);
-        if (await work.isRegistered(id)) return;
-        await work.register(id, pruneAt ?? null);
-        work.flush();
-      });
+      const pruneAt = now === undefined ? null : checkNow("now", now);
+      return registerContinuing(await this.open(config), id, pruneAt);
     });
   }
 

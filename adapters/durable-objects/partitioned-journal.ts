@@ -34,7 +34,9 @@
  *   `PartitionedJournalMemory`), before anything is leased: a consumer is
  *   registered everywhere from its first claim on, as a single journal
  *   registers it for its whole backlog, so no partition prunes an event it
- *   has not seen, even one whose claim call fails. If a registration fails,
+ *   has not seen, even one whose claim call fails. (Over a large backlog a
+ *   partition registers it over several calls, as a single journal does
+ *   over several claims: the next claim goes on.) If a registration fails,
  *   the claim rejects with nothing leased. Then it fans out in rounds: what
  *   is left of `maxEvents` is split evenly over the partitions that may still
  *   have events, the remainder going to partitions from a start that rotates
@@ -452,7 +454,8 @@ export interface PartitionStub {
   discard(config: PartitionConfig, now: number, consumer: ConsumerId, requestId: string, options: OperatorActionOptions): Promise<WireOutcome<void>>;
   listAudit(config: PartitionConfig, now: number, options: ListAuditOptions): Promise<WireOutcome<AuditPage>>;
   prune(config: PartitionConfig, now: number, options: PruneOptions): Promise<WireOutcome<{ pruned: number }>>;
-  register(config: PartitionConfig, consumer: ConsumerId, now?: number): Promise<WireOutcome<void>>;
+  /** Whether the consumer is registered now (true); an older partition answers nothing (it registers in one call). */
+  register(config: PartitionConfig, consumer: ConsumerId, now?: number): Promise<WireOutcome<boolean | undefined>>;
   claimable(config: PartitionConfig, consumer: ConsumerId, now: number, limit: number): Promise<WireOutcome<number>>;
   holds(config: PartitionConfig, requestId: string): Promise<WireOutcome<boolean>>;
   holdsMany(config: PartitionConfig, requestIds: readonly string[]): Promise<WireOutcome<boolean[]>>;
@@ -1174,19 +1177,23 @@ export class PartitionedJournal implements UsageJournal {
 
   /**
    * Register `consumer` in every partition not known to have it (concurrently),
-   * and remember the pairs that succeeded; each partition prunes at the claim's
-   * `now` first, as the consumer's first claim there would. A claim calls this
-   * before it leases anything, so a failure here rejects the claim before any
-   * event is leased (none waits out a lease with nobody to deliver it to); and
-   * a partition whose claim call fails afterwards has the consumer registered
-   * all the same, so it keeps every event the consumer has not seen.
+   * and remember the pairs whose registration finished; each partition prunes
+   * at the claim's `now`, as the consumer's first claim there would. A claim
+   * calls this before it leases anything, so a failure here rejects the claim
+   * before any event is leased (none waits out a lease with nobody to deliver
+   * it to); and a partition whose claim call fails afterwards has the
+   * consumer registered all the same, so it keeps every event the consumer
+   * has not seen. Over a large backlog a partition registers the consumer in
+   * bounded steps, over several calls: from the first on it keeps what the
+   * consumer has not seen, and until the last it has nothing to hand out;
+   * the next claim goes on with it (as does a claim call there).
    */
   private async registerEverywhere(consumer: ConsumerId, now: number): Promise<void> {
     await Promise.all(
       this.all().map(async (p) => {
         if (this.registered.has(`${consumer}#${p}`)) return;
-        await this.send(p, "register", (stub, config) => stub.register(config, consumer, now));
-        this.registered.add(`${consumer}#${p}`);
+        const registered = await this.send(p, "register", (stub, config) => stub.register(config, consumer, now));
+        if (registered !== false) this.registered.add(`${consumer}#${p}`);
       }),
     );
   }

@@ -177,12 +177,65 @@ export function claimContinuing(journal: UsageJournal, consumer: ConsumerId, opt
   return journal.claimWithin(consumer, options, true);
 }
 
+/**
+ * How a consumer's registration walks the stored events (see `Work.registerStep`):
+ * at most `eventsPerStep` per transaction, and at most `eventsPerClaim` per
+ * call that registers (a claim that has walked that many without finishing
+ * answers `[]`; the next call goes on where it stopped).
+ */
+export interface RegistrationSteps {
+  readonly eventsPerStep: number;
+  readonly eventsPerClaim: number;
+}
+
+/**
+ * The registration steps of every journal. A step writes two to five rows
+ * per event it walks (the consumer's unfinished row and its age index entry;
+ * the key index entry while no consumer is registered; the head row and
+ * ready entry of the first event of each key), two more for one delivered to
+ * all (its `x` entry goes, an `o` entry comes): a few thousand rows per
+ * transaction, 7,000 at most. A call walks 50 steps at most (about a second
+ * on a Durable Object in local workerd).
+ */
+const REGISTRATION_STEPS: RegistrationSteps = { eventsPerStep: 1_000, eventsPerClaim: 50_000 };
+
+/**
+ * Internal, for tests: give `journal` other registration steps than the
+ * default (1,000 events per step, 50,000 per call): small ones make a
+ * registration span several transactions and several claims over a handful
+ * of events; `eventsPerClaim: Infinity` lets every call finish it. Not
+ * exported through any subpath.
+ */
+export function setRegistrationSteps(journal: UsageJournal, steps: RegistrationSteps): void {
+  if (!(journal instanceof EngineJournal)) throw new TypeError("setRegistrationSteps needs a journal made by createJournal");
+  if (!Number.isSafeInteger(steps.eventsPerStep) || steps.eventsPerStep < 1) throw new RangeError("eventsPerStep must be a positive integer");
+  if (!(steps.eventsPerClaim >= 1)) throw new RangeError("eventsPerClaim must be at least 1");
+  journal.registrationSteps = { eventsPerStep: steps.eventsPerStep, eventsPerClaim: steps.eventsPerClaim };
+}
+
+/**
+ * Internal, for a journal that registers a consumer without claiming (a
+ * partition of the partitioned journal, before a claim leases anywhere):
+ * what a claim of `consumer` at `now` does before it claims, in the same
+ * steps (`now` null: an older caller without a time, whose registration
+ * prunes nothing). Answers whether the consumer is registered now; false
+ * when its registration walked `eventsPerClaim` events in this call without
+ * finishing (the next call, or a claim, goes on). Not exported through any
+ * subpath.
+ */
+export function registerContinuing(journal: UsageJournal, consumer: ConsumerId, now: number | null): Promise<boolean> {
+  if (!(journal instanceof EngineJournal)) return Promise.reject(new TypeError("registerContinuing needs a journal made by createJournal"));
+  return journal.registerWithin(consumer, now);
+}
+
 class EngineJournal implements UsageJournal {
   readonly name: string;
   readonly capacity: Capacity;
   readonly mode: DeliveryMode;
   private readonly layout: Layout;
   private readonly clock: () => number;
+  /** See {@link setRegistrationSteps}. */
+  registrationSteps: RegistrationSteps = REGISTRATION_STEPS;
 
   constructor(
     private readonly engine: Engine,
@@ -336,18 +389,67 @@ class EngineJournal implements UsageJournal {
     return this.claimWithin(consumer, options, false);
   }
 
-  /** A claim; with `firstMustFit`, see {@link claimContinuing}. */
+  /**
+   * A claim; with `firstMustFit`, see {@link claimContinuing}. A consumer's
+   * first claims register it first (see {@link whenRegistered}): one that
+   * did not finish within its budget answers `[]`.
+   */
   async claimWithin(consumer: ConsumerId, options: ClaimOptions, firstMustFit: boolean): Promise<Delivery[]> {
     const { consumer: id, maxEvents, leaseMs, now, maxBytes } = checkClaim(consumer, options);
     // Pruning forgets idempotency keys, so it never runs ahead of the journal's clock: a claimer whose
     // clock is fast (its `now` later than ours) prunes, and registers a consumer, at our clock instead.
     const pruneAt = Math.min(now, this.clock());
-    return this.run("readwrite", async (work) => {
-      await work.prune(pruneAt, OPPORTUNISTIC_PRUNE_LIMIT);
-      if (!(await work.isRegistered(id))) await work.register(id, pruneAt);
-      await work.sweep(id, now);
-      return work.claim(id, maxEvents, leaseMs, now, maxBytes, firstMustFit);
-    });
+    const deliveries = await this.whenRegistered(
+      id,
+      pruneAt,
+      async (work) => {
+        await work.sweep(id, now);
+        return work.claim(id, maxEvents, leaseMs, now, maxBytes, firstMustFit);
+      },
+      (work) => work.prune(pruneAt, OPPORTUNISTIC_PRUNE_LIMIT),
+    );
+    return deliveries ?? [];
+  }
+
+  /** See {@link registerContinuing}. */
+  async registerWithin(consumer: ConsumerId, now: number | null): Promise<boolean> {
+    const id = parseConsumerId(consumer);
+    return (await this.whenRegistered(id, now, async () => true)) ?? false;
+  }
+
+  /**
+   * Run `registered` in a transaction in which `consumer` is registered, and
+   * answer what it answers; `first`, when given, runs before, in the first
+   * transaction only. A consumer not registered yet registers first, in steps of
+   * `eventsPerStep` events (`Work.registerStep`), each its own transaction,
+   * so that no transaction writes rows for more than that many events (one
+   * engine transaction per call would hold a million events' rows at once);
+   * `registered` then runs in the transaction of the step that finished.
+   * After `eventsPerClaim` events without finishing, it answers null and
+   * `registered` does not run: the next call goes on from there. The steps
+   * prune at `pruneAt` (null: nothing).
+   */
+  private async whenRegistered<T>(
+    consumer: string,
+    pruneAt: number | null,
+    registered: (work: Work) => Promise<T>,
+    first?: (work: Work) => Promise<unknown>,
+  ): Promise<T | null> {
+    const { eventsPerStep, eventsPerClaim } = this.registrationSteps;
+    let walked = 0;
+    for (let step = 0; ; step++) {
+      const outcome = await this.run("readwrite", async (work): Promise<{ readonly done: T } | { readonly walked: number }> => {
+        if (step === 0 && first) await first(work);
+        if (!(await work.isRegistered(consumer))) {
+          const progress = await work.registerStep(consumer, pruneAt, Math.min(eventsPerStep, eventsPerClaim - walked));
+          if (!progress.registered) return { walked: progress.walked };
+        }
+        return { done: await registered(work) };
+      });
+      if ("done" in outcome) return outcome.done;
+      walked += outcome.walked;
+      if (walked >= eventsPerClaim) return null;
+    }
   }
 
   /** Find the event and this consumer's standing on it, or refuse as not outstanding. */

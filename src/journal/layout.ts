@@ -12,14 +12,14 @@
  *
  * | key | value | what it is |
  * | --- | --- | --- |
- * | `m` | {@link MetaRow} | counters, consumers, next position |
+ * | `m` | {@link MetaRow} | counters, consumers (registered and registering), next position |
  * | `e, pos` | {@link EventRow} | the event |
  * | `i, requestId` | position | idempotency index |
  * | `k, ns, subject, pos` | 0 | events of an ordering key in order (kept while a consumer is registered) |
  * | `t, observedAt, pos` | 0 | every stored event by when it was observed (the oldest for stats) |
  * | `x, observedAt, pos` | 0 | delivered to every consumer (prunable after the window) |
  * | `o, pos` | 0 | neither delivered to all nor quarantined by anyone (drop candidates; kept while `MetaRow.openIndexed`) |
- * | `c, consumer` | {@link ConsumerRow} | per-consumer counters |
+ * | `c, consumer` | {@link ConsumerRow} | per-consumer counters (of a registering consumer: how far its walk came) |
  * | `u, consumer, pos` | {@link UnfinishedRow} | unfinished event of a consumer |
  * | `p, consumer, observedAt, pos` | 0 | the same unfinished events by when they were observed (the oldest pending for stats) |
  * | `f, consumer, pos` | {@link FinishedRow} | acked or discarded |
@@ -33,11 +33,27 @@
  * | `a, seq` | AuditEntry | operator audit log |
  * | `b, requestId, seq` | 0 | the audit entries of one event (from `MetaRow.auditIndexedFrom` on) |
  *
+ * A consumer registers in bounded steps (`Work.registerStep`), one
+ * transaction each, so that registering over a large journal never makes one
+ * huge transaction: its registration walks the events in position order,
+ * writing its `u` and `p` rows (and `h` and `r` for each key's first event)
+ * as if it had been registered when each was appended, and it is a
+ * registered consumer once the walk reached the end. Meanwhile it is listed
+ * in `MetaRow.registering` and `ConsumerRow.registeredBelow` says how far
+ * the walk came: it has rows of every stored event below that position and
+ * of none from it on. Appends write no rows for it (the walk reaches them),
+ * and deleting an event removes its rows only below that position. No `x`
+ * entry is written while a consumer registers (it has finished nothing), so
+ * nothing the others finish meanwhile is pruned or reclaimed; an event every
+ * registered consumer had finished before keeps its `x` entry until the walk
+ * reaches it, which prunes it if its window has passed and else deletes the
+ * entry.
+ *
  * Two indexes are kept only while something reads them, because every row
  * an append writes is a request on engines with round trips (IndexedDB):
  * - `k` serves consumers only (finding a key's next event). With no consumer
- *   registered no `k` row is written; registering the first consumer builds
- *   the index from the `e` rows it walks anyway.
+ *   registered no `k` row is written; the registration walk of the first
+ *   consumer builds the index from the `e` rows it walks anyway.
  * - `o` serves the `drop_oldest` policy only. A journal whose meta row is
  *   created under `refuse` does not keep it (`openIndexed: false`); the first
  *   time a `drop_oldest` journal over the same data has to drop, it builds the
@@ -67,6 +83,13 @@ export interface MetaRow {
   readonly dropped: number;
   /** Registered consumers, in registration order. */
   readonly consumers: readonly string[];
+  /**
+   * Consumers whose registration is under way (see the module comment and
+   * `ConsumerRow.registeredBelow`), in the order they began: not registered
+   * yet, so in none of `consumers`. Absent means none (data written before
+   * the field existed has none).
+   */
+  readonly registering?: readonly string[];
   /** Last audit sequence number issued. */
   readonly auditSeq: number;
   /**
@@ -126,6 +149,13 @@ export interface ConsumerRow {
    * written before it existed (until the consumer's next claim that leases).
    */
   readonly claimedThrough?: number;
+  /**
+   * While the consumer registers (it is in `MetaRow.registering`): the
+   * position its registration's walk reads next. It has rows (`u`, `p`, and
+   * `h` and `r` for keys' active events) of every stored event below this
+   * position, and none of the events from it on. Absent once registered.
+   */
+  readonly registeredBelow?: number;
 }
 
 

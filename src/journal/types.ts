@@ -274,7 +274,17 @@ export interface UsageJournal {
   append(event: UsageEvent): Promise<AppendResult>;
   /** Append several events in one transaction; one result per event, in order. */
   appendBatch(events: readonly UsageEvent[]): Promise<BatchAppendResult[]>;
-  /** Claim up to `maxEvents` deliverable events, at most one per ordering key, ordered by position. */
+  /**
+   * Claim up to `maxEvents` deliverable events, at most one per ordering key, ordered by position.
+   *
+   * A consumer's first claim registers it: every stored event joins its backlog. Over a large
+   * journal that takes more than one claim (the journal over an Engine walks the stored events in
+   * bounded steps, a transaction each and at most 50,000 events per call), so a newcomer's first
+   * claims may answer `[]` while it catches up, and until it has, it reads as unregistered
+   * (`stats`, `attempts`, verdicts): keep claiming. Retention and reclaiming treat it as registered
+   * from its first claim: nothing the other consumers finish from then on is pruned or reclaimed
+   * before the newcomer has finished it too.
+   */
   claim(consumer: ConsumerId, options: ClaimOptions): Promise<Delivery[]>;
   /** Acknowledge a delivered event (idempotent). */
   ack(delivery: DeliveryId): Promise<void>;

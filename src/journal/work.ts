@@ -488,9 +488,15 @@ export class Work {
 
   // ---- the global indexes `x` (delivered to all) and `o` (drop candidates) ----
 
-  /** Whether every registered consumer other than `consumer` acked or discarded the event. */
+  /**
+   * Whether every registered consumer other than `consumer` acked or
+   * discarded the event, and no consumer is registering: one that is has
+   * finished nothing yet (so nothing is delivered to all while it registers).
+   */
   private async othersFinished(position: number, consumer: string): Promise<boolean> {
-    for (const other of (await this.meta()).consumers) {
+    const meta = await this.meta();
+    if ((meta.registering ?? []).length > 0) return false;
+    for (const other of meta.consumers) {
       if (other !== consumer && !(await this.tx.get(this.layout.finished(other, position)))) return false;
     }
     return true;
@@ -580,15 +586,21 @@ export class Work {
     this.tx.put(this.layout.unfinished(consumer, position), { ...row, slot: Slot.Ready });
   }
 
-  /** The first unfinished event of a key after `done`, and how far `done` can move. */
+  /**
+   * The first unfinished event of a key after `done`, and how far `done` can
+   * move; with `below`, only among the positions below it (a registering
+   * consumer's walk has passed those, and it has no row of the others).
+   */
   private async firstUnfinished(
     consumer: string,
     key: UsageEvent["orderingKey"],
     done: number,
+    below?: number,
   ): Promise<{ position: number; row: UnfinishedRow } | null> {
     let found: { position: number; row: UnfinishedRow } | null = null;
+    const { range } = this.firstUnfinishedScan(key, done, FIRST_UNFINISHED_CHUNK);
     await this.walk(
-      this.firstUnfinishedScan(key, done, FIRST_UNFINISHED_CHUNK).range,
+      below === undefined ? range : { ...range, upper: [...range.prefix, below], upperOpen: true },
       async (entry) => {
         const position = lastPart(entry.key);
         const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
@@ -647,13 +659,14 @@ export class Work {
   }
 
   /**
-   * Hand the key's turn to its first unfinished event after `done`, or drop
-   * the head row. A hold on the key (drop_oldest's) is waited out by the
-   * event that takes the turn.
+   * Hand the key's turn to its first unfinished event after `done` (below
+   * `below`, when given: see {@link firstUnfinished}), or drop the head row.
+   * A hold on the key (drop_oldest's) is waited out by the event that takes
+   * the turn.
    */
-  private async advance(consumer: string, key: UsageEvent["orderingKey"], done: number, now: number | null): Promise<void> {
+  private async advance(consumer: string, key: UsageEvent["orderingKey"], done: number, now: number | null, below?: number): Promise<void> {
     const headKey = this.layout.head(consumer, key.namespace, key.subject);
-    const next = await this.firstUnfinished(consumer, key, done);
+    const next = await this.firstUnfinished(consumer, key, done, below);
     if (!next) {
       this.tx.delete(headKey);
       return;
@@ -665,13 +678,14 @@ export class Work {
 
   /**
    * An unfinished event left the consumer's backlog (its `u` row is gone or
-   * replaced, its slot cleared): if it was its key's active event, pass the turn.
+   * replaced, its slot cleared): if it was its key's active event, pass the
+   * turn (among the positions below `below`, when given: see {@link firstUnfinished}).
    */
-  private async leftBacklog(consumer: string, event: UsageEvent, position: number, now: number | null): Promise<void> {
+  private async leftBacklog(consumer: string, event: UsageEvent, position: number, now: number | null, below?: number): Promise<void> {
     const key = event.orderingKey;
     const head = await this.tx.get<HeadRow>(this.layout.head(consumer, key.namespace, key.subject));
     if (!head || head.active !== position) return;
-    await this.advance(consumer, key, head.done, now);
+    await this.advance(consumer, key, head.done, now, below);
   }
 
   /**
@@ -719,12 +733,7 @@ export class Work {
     for (const consumer of meta.consumers) {
       const row = await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position));
       if (row) {
-        // Dropped (drop_oldest at `droppedAt`) while this consumer holds it in flight: it may still be working
-        // on it, so none of its key's events is claimable by it before that lease's end.
-        if (droppedAt !== undefined && inFlightAt(row, droppedAt)) await this.holdUntil(consumer, event.orderingKey, latest(row.history)!.leaseExpiresAt);
-        this.dropUnfinished(consumer, position, row);
-        await this.clearSlot(consumer, position, row, event.orderingKey);
-        await this.leftBacklog(consumer, event, position, now);
+        await this.forgetUnfinished(consumer, event, position, row, now, droppedAt);
       } else {
         // Not unfinished and never quarantined (those are not deleted): finished.
         await this.bump(consumer, { finished: -1 });
@@ -737,7 +746,38 @@ export class Work {
         }
       }
     }
+    // A registering consumer has an unfinished row of each event its walk passed, and no row of the others
+    // (none of which it has finished either: its counters stay as they are).
+    for (const consumer of meta.registering ?? []) {
+      const below = (await this.consumerRow(consumer)).registeredBelow!;
+      if (position >= below) continue;
+      const row = (await this.tx.get<UnfinishedRow>(this.layout.unfinished(consumer, position)))!;
+      await this.forgetUnfinished(consumer, event, position, row, now, droppedAt, below);
+    }
     this.setMeta({ stored: (await this.meta()).stored - 1 });
+  }
+
+  /**
+   * The consumer's part of {@link deleteEvent} for an event it has not
+   * finished: its unfinished row goes, and if the event was its key's active
+   * one, the key's turn passes on (only among positions below `below`, for
+   * a registering consumer).
+   */
+  private async forgetUnfinished(
+    consumer: string,
+    event: UsageEvent,
+    position: number,
+    row: UnfinishedRow,
+    now: number | null,
+    droppedAt: number | undefined,
+    below?: number,
+  ): Promise<void> {
+    // Dropped (drop_oldest at `droppedAt`) while this consumer holds it in flight: it may still be working
+    // on it, so none of its key's events is claimable by it before that lease's end.
+    if (droppedAt !== undefined && inFlightAt(row, droppedAt)) await this.holdUntil(consumer, event.orderingKey, latest(row.history)!.leaseExpiresAt);
+    this.dropUnfinished(consumer, position, row);
+    await this.clearSlot(consumer, position, row, event.orderingKey);
+    await this.leftBacklog(consumer, event, position, now, below);
   }
 
   /**
@@ -777,15 +817,15 @@ export class Work {
     else for (const key of keys) this.tx.delete(key);
   }
 
-  /** Whether the stored event at `position` is prunable at `now`: delivered to every consumer, its window passed. */
-  private async prunableAt(event: UsageEvent, position: number, now: number): Promise<boolean> {
-    if (event.observedAt > now - this.capacity.retainAcknowledgedMs) return false;
-    return (await this.tx.get(this.layout.delivered(event.observedAt, position))) !== undefined;
+  /** Whether the event's retention window has passed at `now`. */
+  private windowPassed(event: UsageEvent, now: number): boolean {
+    return event.observedAt <= now - this.capacity.retainAcknowledgedMs;
   }
 
-  /** Forget every delivered event whose window has passed at `now`, in bounded steps. */
-  async pruneAll(now: number): Promise<void> {
-    while ((await this.prune(now, CHUNK)) === CHUNK);
+  /** Whether the stored event at `position` is prunable at `now`: delivered to every consumer, its window passed. */
+  private async prunableAt(event: UsageEvent, position: number, now: number): Promise<boolean> {
+    if (!this.windowPassed(event, now)) return false;
+    return (await this.tx.get(this.layout.delivered(event.observedAt, position))) !== undefined;
   }
 
   /** Forget up to `limit` delivered events whose window has passed. */
@@ -799,8 +839,11 @@ export class Work {
     const scan = this.pruneScan(now, limit);
     const due = await this.tx.scan(scan.range, scan.options);
     if (this.readsAhead && due.length > 0) {
-      // What deleting each event reads: the event, every consumer's unfinished row, and the consumers' counters.
-      const keys: Key[] = meta.consumers.filter((consumer) => !this.consumers.has(consumer)).map((consumer) => this.layout.consumer(consumer));
+      // What deleting each event reads: the event, every consumer's unfinished row, and the consumers' counters
+      // (of the registering ones too: how far their walks came, which no delivered event has reached).
+      const keys: Key[] = [...meta.consumers, ...(meta.registering ?? [])]
+        .filter((consumer) => !this.consumers.has(consumer))
+        .map((consumer) => this.layout.consumer(consumer));
       for (const entry of due) {
         const position = lastPart(entry.key);
         keys.push(this.layout.event(position));
@@ -917,46 +960,99 @@ export class Work {
   // ---- consumers ----------------------------------------------------------------
 
   /**
-   * Register a consumer: every stored event becomes part of its backlog, the
-   * first event of each key its key's active one, once every event due for
-   * pruning at `now` is pruned (null: an older caller without a time). The
-   * first consumer also builds the `k` index (kept only while a consumer is
-   * registered).
+   * One step of registering `consumer`, in this transaction: its walk goes
+   * on (the first step starts it: the consumer is registering from then on,
+   * see `layout.ts`) over up to `limit` stored events, in position order
+   * from where the previous step stopped. Each event it passes joins the
+   * consumer's backlog as an event appended since it registered would (the
+   * key's active event when the consumer has no head row of its key), unless
+   * it is prunable at `now` (delivered to every registered consumer, its
+   * window passed; a null `now`, from an older caller without a time, prunes
+   * nothing): then it is pruned, so the newcomer's backlog does not depend on
+   * how far the bounded pruning of earlier calls came. One delivered to all
+   * but inside its window is not any more (the newcomer has not finished it).
+   * While no consumer is registered, the walk also builds the `k` index
+   * (appends write it only while one is). Once the walk has passed the last
+   * stored event, the consumer is registered, with nothing finished,
+   * quarantined or leased, in this transaction. Answers how many events the
+   * step walked and whether the consumer is registered now.
    */
-  async register(consumer: string, now: number | null): Promise<void> {
-    // What the registered consumers finished with and whose window passed is gone for the newcomer too, however
-    // far the bounded pruning of earlier calls came: its backlog does not depend on when pruning last ran.
-    if (now !== null) await this.pruneAll(now);
+  async registerStep(consumer: string, now: number | null, limit: number): Promise<{ walked: number; registered: boolean }> {
     const meta = await this.meta();
-    const first = meta.consumers.length === 0;
-    const openIndexed = meta.openIndexed !== false;
-    this.setMeta({ consumers: [...meta.consumers, consumer] });
-    const seen = new Set<string>();
-    await this.walk<EventRow>({ prefix: this.layout.events() }, (entry) => {
-      const { position, event } = entry.value;
-      const { namespace, subject } = event.orderingKey;
-      if (first) this.tx.put(this.layout.keyEvent(namespace, subject, position), 0);
-      const row: UnfinishedRow = { attempts: 0, budgetBase: 0, availableAt: 0, history: [], observedAt: event.observedAt, slot: Slot.None };
-      this.tx.put(this.layout.unfinishedByAge(consumer, event.observedAt, position), 0);
-      // JSON keeps the pair apart whatever characters the two parts hold.
-      const keyText = JSON.stringify([namespace, subject]);
-      if (seen.has(keyText)) {
-        this.tx.put(this.layout.unfinished(consumer, position), row);
-      } else {
-        seen.add(keyText);
-        this.tx.put(this.layout.head(consumer, namespace, subject), { active: position, done: position - 1 } satisfies HeadRow);
-        this.activate(consumer, position, row, null);
-      }
-      return true;
-    });
-    // Nothing is delivered to every consumer any more: the newcomer has finished nothing.
-    const delivered = await this.tx.scan({ prefix: this.layout.deliveredAll() });
-    for (const entry of delivered) {
-      this.tx.delete(entry.key);
-      if (openIndexed) this.tx.put(this.layout.open(lastPart(entry.key)), 0);
+    const registering = meta.registering ?? [];
+    if (!registering.includes(consumer)) {
+      this.setMeta({ registering: [...registering, consumer] });
+      this.consumers.set(consumer, { ...EMPTY_CONSUMER, registeredBelow: 0 });
     }
-    this.consumers.set(consumer, { finished: 0, quarantined: 0, leased: 0 });
+    const buildsKeyIndex = meta.consumers.length === 0;
+    const openIndexed = meta.openIndexed !== false;
+    // With no `x` entry at all (no consumer registered, say), no event needs looking up there.
+    const anyDelivered = (await this.tx.scan({ prefix: this.layout.deliveredAll() }, { limit: 1, keysOnly: true })).length > 0;
+    // Per ordering key (JSON keeps the pair apart whatever characters its parts hold): whether the consumer has
+    // a head row of it. Read once per step, not kept across steps: a drop between them may delete a head row.
+    const headed = new Map<string, boolean>();
+    const keyText = ({ orderingKey }: UsageEvent): string => JSON.stringify([orderingKey.namespace, orderingKey.subject]);
+    const prefix = this.layout.events();
+    let next = (await this.consumerRow(consumer)).registeredBelow!;
+    let walked = 0;
+    let end = false;
+    while (!end && walked < limit) {
+      const ask = Math.min(CHUNK, limit - walked);
+      const chunk = await this.tx.scan<EventRow>({ prefix, lower: [...prefix, next] }, { limit: ask });
+      if (this.readsAhead && chunk.length > 0) {
+        // What walking the chunk reads: the events' `x` entries and the heads of keys not known yet.
+        const events = chunk.map((entry) => entry.value);
+        const delivered = anyDelivered ? events.map(({ position, event }) => this.layout.delivered(event.observedAt, position)) : [];
+        const heads = events
+          .filter(({ event }) => !headed.has(keyText(event)))
+          .map(({ event }) => this.layout.head(consumer, event.orderingKey.namespace, event.orderingKey.subject));
+        this.tx = await readAhead(this.tx, delivered, [], [], [{ prefix: this.layout.headsOf(consumer), keys: heads }]);
+      }
+      for (const entry of chunk) {
+        const { position, event } = entry.value;
+        const { namespace, subject } = event.orderingKey;
+        const deliveredKey = this.layout.delivered(event.observedAt, position);
+        const delivered = anyDelivered && (await this.tx.get(deliveredKey)) !== undefined;
+        if (delivered && now !== null && this.windowPassed(event, now)) {
+          await this.deleteEvent(position, now);
+          continue;
+        }
+        if (delivered) {
+          this.tx.delete(deliveredKey);
+          if (openIndexed) this.tx.put(this.layout.open(position), 0);
+        }
+        if (buildsKeyIndex) this.tx.put(this.layout.keyEvent(namespace, subject, position), 0);
+        const row: UnfinishedRow = { attempts: 0, budgetBase: 0, availableAt: 0, history: [], observedAt: event.observedAt, slot: Slot.None };
+        this.tx.put(this.layout.unfinishedByAge(consumer, event.observedAt, position), 0);
+        const text = keyText(event);
+        const headKey = this.layout.head(consumer, namespace, subject);
+        if (headed.get(text) ?? (await this.tx.get(headKey)) !== undefined) {
+          this.tx.put(this.layout.unfinished(consumer, position), row);
+        } else {
+          // The key's first event the consumer has (one it had before went with a drop): its active one.
+          this.tx.put(headKey, { active: position, done: position - 1 } satisfies HeadRow);
+          this.activate(consumer, position, row, null);
+        }
+        headed.set(text, true);
+      }
+      walked += chunk.length;
+      if (chunk.length > 0) next = chunk[chunk.length - 1]!.value.position + 1;
+      end = chunk.length < ask;
+    }
+    // A walk that stopped at its limit may have passed the last event too.
+    if (!end) end = (await this.tx.scan({ prefix, lower: [...prefix, next] }, { limit: 1, keysOnly: true })).length === 0;
+    if (end) {
+      const current = await this.meta();
+      const others = (current.registering ?? []).filter((other) => other !== consumer);
+      const { registering: _done, ...rest } = current;
+      this.metaRow = { ...rest, consumers: [...current.consumers, consumer], ...(others.length > 0 ? { registering: others } : {}) };
+      this.metaDirty = true;
+      this.consumers.set(consumer, { ...EMPTY_CONSUMER });
+    } else {
+      this.consumers.set(consumer, { ...EMPTY_CONSUMER, registeredBelow: next });
+    }
     this.dirtyConsumers.add(consumer);
+    return { walked, registered: end };
   }
 
   /**
@@ -1033,8 +1129,14 @@ export class Work {
    * a claim leases at most one event per key, so the count never falls short
    * of what the claim finds; it may exceed it (a due lease out of attempts is
    * quarantined, a lease an earlier released event overtakes hands over).
+   *
+   * 0 for a consumer that is not registered, also while its registration is
+   * under way (see {@link registerStep}): what its claim leases after
+   * registering it is not counted (the caller registers a consumer before it
+   * asks), and the ready entries its walk wrote so far are not claimable yet.
    */
   async claimableAtMost(consumer: string, now: number, limit: number): Promise<number> {
+    if (!(await this.isRegistered(consumer))) return 0;
     let count = 0;
     // Leases claimed after `now` lapse in that claim when the clock went back: count every lease then.
     const allLeases = await this.clockWentBack(consumer, now);

@@ -831,6 +831,12 @@ export class JournalOracle implements UsageJournal {
    * earlier): every stored event becomes unfinished for it,
    * once every event due for pruning at `now` is gone (its backlog does not depend on how far the
    * bounded pruning of earlier calls came).
+   *
+   * All at once, here: the journal over an Engine registers in bounded steps, over several claims
+   * when the journal is large ("Registration in steps" in the semantics). What the newcomer gets
+   * is then what this registration at the claim that finishes it would give, or more: no event
+   * is delivered to all while it registers (none the others finish meanwhile is pruned or
+   * reclaimed), and an event its walk passed is not pruned when its window passes later.
    */
   private register(consumer: ConsumerId, now: number): void {
     if (this.isRegistered(consumer)) return;
