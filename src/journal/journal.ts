@@ -193,9 +193,13 @@ export interface RegistrationSteps {
  * per event it walks (the consumer's unfinished row and its age index entry;
  * the key index entry while no consumer is registered; the head row and
  * ready entry of the first event of each key), two more for one delivered to
- * all (its `x` entry goes, an `o` entry comes): a few thousand rows per
- * transaction, 7,000 at most. A call walks 50 steps at most (about a second
- * on a Durable Object in local workerd).
+ * all (its `x` entry goes, an `o` entry comes); one the walk prunes (every
+ * registered consumer finished it and its window passed) costs its own index
+ * entries, while its event row and the consumers' finished rows go in runs,
+ * one range delete each, as `prune` deletes them, so that the count does not
+ * grow with the number of consumers: a few thousand rows per transaction,
+ * 7,000 at most. A call walks 50 steps at most (about a second on a Durable
+ * Object in local workerd).
  */
 const REGISTRATION_STEPS: RegistrationSteps = { eventsPerStep: 1_000, eventsPerClaim: 50_000 };
 

@@ -996,17 +996,36 @@ export class Work {
     let next = (await this.consumerRow(consumer)).registeredBelow!;
     let walked = 0;
     let end = false;
+    /** What the walk prunes, deleted after it (see {@link flushDeletes}); and those events' `x` entries. */
+    const pruned: DeferredDeletes = { events: [], finished: new Map() };
+    const prunedDelivered: Key[] = [];
     while (!end && walked < limit) {
       const ask = Math.min(CHUNK, limit - walked);
       const chunk = await this.tx.scan<EventRow>({ prefix, lower: [...prefix, next] }, { limit: ask });
       if (this.readsAhead && chunk.length > 0) {
-        // What walking the chunk reads: the events' `x` entries and the heads of keys not known yet.
+        // What walking the chunk reads: the events' `x` entries and the heads of keys not known yet; and,
+        // for the events whose window has passed (prunable if their `x` entry is there, which the same read
+        // tells), what pruning one reads, as `prune` reads it ahead: every other consumer's unfinished row
+        // and counters, and the event row (cached from this scan, not read again).
         const events = chunk.map((entry) => entry.value);
         const delivered = anyDelivered ? events.map(({ position, event }) => this.layout.delivered(event.observedAt, position)) : [];
         const heads = events
           .filter(({ event }) => !headed.has(keyText(event)))
           .map(({ event }) => this.layout.head(consumer, event.orderingKey.namespace, event.orderingKey.subject));
-        this.tx = await readAhead(this.tx, delivered, [], [], [{ prefix: this.layout.headsOf(consumer), keys: heads }]);
+        const passed = anyDelivered && now !== null ? chunk.filter((entry) => this.windowPassed(entry.value.event, now)) : [];
+        const pruneReads: Key[] = [];
+        if (passed.length > 0) {
+          const others = [...meta.consumers, ...registering.filter((other) => other !== consumer)];
+          for (const other of others) if (!this.consumers.has(other)) pruneReads.push(this.layout.consumer(other));
+          for (const entry of passed) for (const other of others) pruneReads.push(this.layout.unfinished(other, entry.value.position));
+        }
+        this.tx = await readAhead(
+          this.tx,
+          [...delivered, ...pruneReads],
+          passed.map((entry) => [entry.key, entry.value] as const),
+          [],
+          [{ prefix: this.layout.headsOf(consumer), keys: heads }],
+        );
       }
       for (const entry of chunk) {
         const { position, event } = entry.value;
@@ -1014,7 +1033,10 @@ export class Work {
         const deliveredKey = this.layout.delivered(event.observedAt, position);
         const delivered = anyDelivered && (await this.tx.get(deliveredKey)) !== undefined;
         if (delivered && now !== null && this.windowPassed(event, now)) {
-          await this.deleteEvent(position, now);
+          // As `prune` does: the event rows and finished rows go together after the walk, a range delete per
+          // run of positions, so a step's writes do not grow with the number of consumers.
+          await this.deleteEvent(position, now, pruned);
+          prunedDelivered.push(deliveredKey);
           continue;
         }
         if (delivered) {
@@ -1039,6 +1061,8 @@ export class Work {
       if (chunk.length > 0) next = chunk[chunk.length - 1]!.value.position + 1;
       end = chunk.length < ask;
     }
+    for (const key of prunedDelivered) this.tx.delete(key);
+    this.flushDeletes(pruned);
     // A walk that stopped at its limit may have passed the last event too.
     if (!end) end = (await this.tx.scan({ prefix, lower: [...prefix, next] }, { limit: 1, keysOnly: true })).length === 0;
     if (end) {

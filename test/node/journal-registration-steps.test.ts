@@ -618,6 +618,8 @@ describe("registration in steps (property)", () => {
 interface Written {
   readonly mode: TransactionMode;
   rows: number;
+  /** Gets and scans that reached the engine (a read answered by the journal's read-ahead cache does not). */
+  reads: number;
 }
 
 /** `inner`, counting the rows each committed transaction writes (puts and deletes; a range delete counts one). */
@@ -627,14 +629,15 @@ function counting(inner: Engine, log: Written[]): Engine {
     ...(inner.localReads === undefined ? {} : { localReads: inner.localReads }),
     close: () => inner.close(),
     async transact<T>(mode: TransactionMode, fn: (tx: EngineTransaction) => Promise<T>, options?: TransactOptions): Promise<T> {
-      const written: Written = { mode, rows: 0 };
+      const written: Written = { mode, rows: 0, reads: 0 };
       const result = await inner.transact(
         mode,
         (tx) => {
           written.rows = 0;
+          written.reads = 0;
           return fn({
-            get: (key) => tx.get(key),
-            scan: (range, scanOptions) => tx.scan(range, scanOptions),
+            get: (key) => (written.reads++, tx.get(key)),
+            scan: (range, scanOptions) => (written.reads++, tx.scan(range, scanOptions)),
             put: (key, value) => (written.rows++, tx.put(key, value)),
             delete: (key) => (written.rows++, tx.delete(key)),
             ...(tx.deleteRange ? { deleteRange: (range) => (written.rows++, tx.deleteRange!(range)) } : {}),
@@ -664,6 +667,39 @@ describe("the transactions of a registration", () => {
     expect(writing.length).toBe(5);
     for (const written of writing) expect(written.rows).toBeLessThanOrEqual(3_500);
     expect(writing.reduce((sum, written) => sum + written.rows, 0)).toBeGreaterThan(15_000);
+  });
+
+  it("stay bounded whatever the number of consumers when the walk prunes: 8 registered consumers, 3,000 events past their window", async () => {
+    // Read ahead as over IndexedDB, where every read that reaches the engine is a request round trip.
+    const log: Written[] = [];
+    const engine = counting(readingAhead(memoryEngine()), log);
+    let now = T0;
+    const journal = createJournal(engine, { name: NAME, capacity: { ...BILLING_GRADE, retainAcknowledgedMs: 1000 }, clock: () => now });
+    const consumers = Array.from({ length: 8 }, (_, i) => parseConsumerId(`c${i}`));
+    for (const consumer of consumers) await journal.claim(consumer, { maxEvents: 1, leaseMs: LEASE, now });
+    for (let n = 0; n < 3000; n += 500) {
+      await journal.appendBatch(Array.from({ length: 500 }, (_, i) => usage(n + i + 1, (n + i) % 50, T0)));
+    }
+    for (const consumer of consumers) {
+      for (let got = await journal.claim(consumer, { maxEvents: 1000, leaseMs: LEASE, now }); got.length > 0; got = await journal.claim(consumer, { maxEvents: 1000, leaseMs: LEASE, now })) {
+        await journal.ackBatch(got.map((delivery) => delivery.id));
+      }
+    }
+    now = T0 + 5000; // every event is delivered to all and past its window: the walk prunes each one
+    log.length = 0;
+    expect(await journal.claim(B, { maxEvents: 10, leaseMs: LEASE, now })).toEqual([]);
+    const writing = log.filter((written) => written.mode === "readwrite");
+    expect(writing.length).toBe(3);
+    // Per pruned event its own rows (id, observed, key order, delivered entry), the runs of event rows and of
+    // each consumer's finished rows one range delete each: not one finished row per consumer and event
+    // (about 13,000 rows and 9,000 reads a step, one by one, when the walk pruned event by event).
+    for (const written of writing) {
+      expect(written.rows).toBeLessThanOrEqual(4_500);
+      expect(written.reads).toBeLessThanOrEqual(400);
+    }
+    expect(await journal.stats(consumers[0]!)).toMatchObject({ pending: 0, inFlight: 0, quarantined: 0 });
+    const rows = await engine.transact("readonly", (tx) => tx.scan({ prefix: layout.root }, { keysOnly: true }));
+    expect(rows.filter((row) => ["e", "f", "x", "i", "t", "k"].includes(row.key[2] as string))).toEqual([]);
   });
 });
 
