@@ -836,7 +836,10 @@ export class JournalOracle implements UsageJournal {
    * when the journal is large ("Registration in steps" in the semantics). What the newcomer gets
    * is then what this registration at the claim that finishes it would give, or more: no event
    * is delivered to all while it registers (none the others finish meanwhile is pruned or
-   * reclaimed), and an event its walk passed is not pruned when its window passes later.
+   * reclaimed), and an event its walk passed is not pruned when its window passes later. One
+   * exception, under drop_oldest: an event the others finished, once the walk passed it, is not
+   * reclaimed for room either, so a full journal drops its oldest open event instead (counted
+   * in `dropped`), which this registration would have kept.
    */
   private register(consumer: ConsumerId, now: number): void {
     if (this.isRegistered(consumer)) return;

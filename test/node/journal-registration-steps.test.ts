@@ -527,6 +527,23 @@ describe("retention while a consumer registers", () => {
     expect(await journal.append(usage(9, 9, T0))).toEqual({ status: "accepted", position: 9 });
     await checkLayout(engine);
   });
+
+  it("under drop_oldest, an event the others finished is not reclaimed once the walk passed it: a full journal drops the oldest open event instead, counted", async () => {
+    const { engine, journal, claimAll, ackAll } = alone({ ...BILLING_GRADE, maxEvents: 4, policy: "drop_oldest" }, { eventsPerStep: 1, eventsPerClaim: 2 });
+    await claimAll(A);
+    for (let n = 1; n <= 4; n++) await journal.append(usage(n, n, T0));
+    const handed = await claimAll(A);
+    await ackAll(handed.filter((delivery) => delivery.event.id === requestId(2))); // 2 delivered to all
+    expect(await claimAll(B)).toEqual([]); // walks 1 and 2: both b's now, 2 no longer delivered to all
+    // Full: a registration at this append would reclaim 2; the journal counts b from its first claim and drops 1.
+    expect(await journal.append(usage(5, 5, T0))).toEqual({ status: "accepted", position: 5 });
+    expect((await journal.stats(A)).dropped).toBe(1);
+    expect(await journal.attempts(A, requestId(1))).toEqual([]);
+    await checkLayout(engine);
+    let gotB = await claimAll(B);
+    if (gotB.length === 0) gotB = await claimAll(B);
+    expect(gotB.map((delivery) => delivery.event.id)).toEqual([2, 3, 4, 5].map(requestId));
+  });
 });
 
 // ------------------------------------------------------------------ property
