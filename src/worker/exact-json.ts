@@ -11,16 +11,23 @@
  * instead, as `invalid_event` with `rule` `data` (a producer sends such numbers
  * as strings).
  *
- * The check reads each number's source text. Where `JSON.parse` hands a
- * reviver that text as `context.source` (the JSON.parse source text access
- * proposal, which workerd has) it is read there; elsewhere (Node 20) a linear
- * scan of the text finds the number literals itself
- * ({@link numberLiterals}, {@link roundedDataByScan}), and pairs each with its
- * place in the parsed value by the text's structure, not by the order of a
- * reviver's visits (which differs: `{"b":1,"0":2}` is revived `0` first, and a
- * duplicate key's earlier values are never revived). Both ways give the same
- * answer for every text; {@link SOURCE_TEXT_ACCESS}, found once, picks one.
+ * The check reads each number's source text, on every platform by a linear
+ * scan of the text ({@link numberLiterals}, {@link roundedDataByScan}), which
+ * pairs each literal with its place in the parsed value by the text's
+ * structure, not by the order of a reviver's visits (which differs:
+ * `{"b":1,"0":2}` is revived `0` first, and a duplicate key's earlier values
+ * are never revived). Where `JSON.parse` hands a reviver each literal's text
+ * as `context.source` (the JSON.parse source text access proposal, which
+ * workerd has: {@link SOURCE_TEXT_ACCESS}), {@link roundedDataBySource} reads
+ * the same answer there; it is the reference the scan is tested against, not
+ * the way the routes take, because V8 revives recursively: a body nested a
+ * few thousand levels deep (refused by the journal for its depth, but inside
+ * the body cap) overflowed the call stack, and a whole `append-batch` failed
+ * with a 500 instead of rejecting that one event in place. The scan keeps its
+ * own stack, of at most {@link TRACKED_DEPTH} containers.
  */
+
+import { MAX_RECORD_DATA_DEPTH } from "../journal/event.js";
 
 /** The third argument `JSON.parse` gives a reviver where source text access is there. */
 interface ReviverContext {
@@ -34,8 +41,8 @@ const parseWith = JSON.parse as (text: string, reviver: Reviver) => unknown;
 
 /**
  * Whether this platform's `JSON.parse` gives a reviver each primitive's source
- * text (workerd yes, Node 20 no): {@link roundedData} reads the literals there
- * when it does, and scans the text for them when it does not.
+ * text (workerd yes, Node 20 no): where it does, {@link roundedDataBySource}
+ * reads the literals there (the tests compare it with the scan).
  */
 export const SOURCE_TEXT_ACCESS: boolean = (() => {
   let seen = false;
@@ -69,22 +76,33 @@ export interface RoundedData {
 }
 
 /**
- * The objects of JSON `text` whose `data` field holds, at any depth, an
- * integer literal that parsing rounded (see {@link isRoundedInteger}), each
- * with the text of the first such literal (first in the order `JSON.parse`
- * revives values: depth first, an object's keys in property order); with the
- * parsed body, in which those objects are found. Null when there is none. A
- * text with no run of 16 digits holds no such literal and is not parsed at
- * all. Reads the literals where the platform gives their source text
- * ({@link SOURCE_TEXT_ACCESS}), and scans the text for them elsewhere: the
- * same answer either way.
+ * The objects of JSON `text` whose `data` field holds, at any depth up to
+ * {@link TRACKED_DEPTH} containers, an integer literal that parsing rounded
+ * (see {@link isRoundedInteger}), each with the text of the first such
+ * literal (first in the order `JSON.parse` revives values: depth first, an
+ * object's keys in property order); with the parsed body, in which those
+ * objects are found. Null when there is none. A text with no run of 16 digits
+ * holds no such literal and is not scanned at all; one with no rounded
+ * literal is scanned and not parsed. The same on every platform (by
+ * {@link roundedDataByScan}).
  *
- * @throws SyntaxError when `text` is not JSON (the caller parsed it before).
+ * @throws SyntaxError when `text` holds a rounded literal and is not JSON (the caller parsed it before).
  */
 export function roundedData(text: string): RoundedData | null {
   if (!LONG_DIGITS.test(text)) return null;
-  return SOURCE_TEXT_ACCESS ? roundedDataBySource(text) : roundedDataByScan(text);
+  return roundedDataByScan(text);
 }
+
+/**
+ * How deep {@link roundedDataByScan} follows the text's containers: an event's
+ * `data` lies at most five containers deep in an append body (`{"events":
+ * [{"record": {"data": ...`) and may nest {@link MAX_RECORD_DATA_DEPTH} more,
+ * so a literal deeper than this sits in data the journal refuses for its
+ * depth (the routes set such an event aside before they look at its
+ * literals). Past it the scan only counts the containers it enters and
+ * leaves, so a body nested millions deep costs no memory per level.
+ */
+export const TRACKED_DEPTH = MAX_RECORD_DATA_DEPTH + 16;
 
 /**
  * {@link roundedData} read from the reviver's `context.source`: the way of a
@@ -225,9 +243,10 @@ interface OpenContainer {
 }
 
 /**
- * {@link roundedData} by a scan of the text, for a platform whose
- * `JSON.parse` gives no source text: the same answer as
- * {@link roundedDataBySource} gives where it does, for every JSON text.
+ * {@link roundedData} by a scan of the text, on every platform: the same
+ * answer as {@link roundedDataBySource} gives where `JSON.parse` has source
+ * text, for every JSON text whose literals lie at most {@link TRACKED_DEPTH}
+ * containers deep (the scan ignores deeper ones).
  *
  * Linear, in two steps. The scan ({@link scanJson}) walks the text's
  * containers, tells each number literal from its text alone (`JSON.parse`
@@ -238,13 +257,16 @@ interface OpenContainer {
  * object's keys in the order `Object.keys` gives them (the order a reviver
  * visits them in), so each container's first literal, and each holder of a
  * `data` that holds one, is the reviver's. Both steps keep their own stack,
- * so no nesting depth overflows the call stack.
+ * so no nesting depth overflows the call stack, and the scan's holds at most
+ * {@link TRACKED_DEPTH} containers. The text is parsed only when the scan
+ * found a rounded literal (the caller parsed it once already).
  *
- * @throws SyntaxError when `text` is not JSON.
+ * @throws SyntaxError when `text` holds a rounded literal and is not JSON.
  */
 export function roundedDataByScan(text: string): RoundedData | null {
-  const body: unknown = JSON.parse(text);
   const open: OpenContainer[] = [];
+  /** Containers entered past {@link TRACKED_DEPTH} and not left yet: only counted. */
+  let untracked = 0;
   let root: Found | string | undefined;
   /** The key of the object `container` is at, decoded (an escaped key is one JSON string to parse). */
   const keyOf = (container: OpenContainer): string => {
@@ -268,6 +290,12 @@ export function roundedDataByScan(text: string): RoundedData | null {
     }
   };
   scanJson(text, (kind, start, end) => {
+    if (untracked > 0) {
+      if (kind === OPEN_OBJECT || kind === OPEN_ARRAY) untracked++;
+      // The outermost untracked container ends: one value of the tracked one, holding nothing kept.
+      else if ((kind === CLOSE_OBJECT || kind === CLOSE_ARRAY) && --untracked === 0) ended(undefined);
+      return;
+    }
     const container = open[open.length - 1];
     if (kind === STRING && container !== undefined && !container.array && container.expectKey) {
       container.keyStart = start;
@@ -280,7 +308,8 @@ export function roundedDataByScan(text: string): RoundedData | null {
     } else if (kind === STRING || kind === LITERAL) {
       ended(undefined);
     } else if (kind === OPEN_OBJECT || kind === OPEN_ARRAY) {
-      open.push({ array: kind === OPEN_ARRAY, index: 0, keyStart: 0, keyEnd: 0, expectKey: true, found: undefined });
+      if (open.length >= TRACKED_DEPTH) untracked = 1;
+      else open.push({ array: kind === OPEN_ARRAY, index: 0, keyStart: 0, keyEnd: 0, expectKey: true, found: undefined });
     } else if (kind === CLOSE_OBJECT || kind === CLOSE_ARRAY) {
       const closed = open.pop();
       ended(closed?.found);
@@ -289,6 +318,7 @@ export function roundedDataByScan(text: string): RoundedData | null {
     }
   });
   if (root === undefined) return null;
+  const body: unknown = JSON.parse(text);
   const holders = new WeakMap<object, string>();
   if (typeof root !== "string") holdersOf(root, body as object, holders);
   return { body, holders };

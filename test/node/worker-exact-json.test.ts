@@ -11,8 +11,8 @@
  */
 import { isDeepStrictEqual } from "node:util";
 import { setFlagsFromString } from "node:v8";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { numberLiterals, roundedData, roundedDataByScan, roundedDataBySource, SOURCE_TEXT_ACCESS, type RoundedData } from "../../src/worker/exact-json.js";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { numberLiterals, roundedData, roundedDataByScan, roundedDataBySource, SOURCE_TEXT_ACCESS, TRACKED_DEPTH, type RoundedData } from "../../src/worker/exact-json.js";
 
 const U64 = "18446744073709551615";
 
@@ -208,20 +208,40 @@ describe("roundedDataByScan: the rounded literals of a text, by a scan", () => {
     expect(roundedDataByScan(U64)?.body).toBe(Number(U64));
   });
 
-  it("walks a text nested far deeper than the call stack", () => {
+  it("follows containers down to TRACKED_DEPTH and ignores the literals below: past it a text nested far deeper than the call stack is only counted", () => {
+    const nested = (depth: number, inner: string) => `${'{"data":['.repeat(depth)}${inner}${"]}".repeat(depth)}`;
+    // Two containers a level: the literal in the innermost tracked one is found, one level further it is not.
+    const deepest = roundedDataByScan(nested(TRACKED_DEPTH / 2, U64));
+    expect(holderPaths(deepest).length).toBe(TRACKED_DEPTH / 2);
+    expect(roundedDataByScan(nested(TRACKED_DEPTH / 2 + 1, U64))).toBeNull();
+    // A rounded literal beside a value nested 200,000 deep: found, and the deep one walked through.
     const depth = 200_000;
-    const text = `${'{"data":['.repeat(depth)}${U64}${"]}".repeat(depth)}`;
+    const text = `{"events":[{"record":{"data":${nested(depth, "1")}}},{"record":{"data":[${U64}]}}]}`;
     const found = roundedDataByScan(text);
-    expect(found?.holders.get(found.body as object)).toBe(U64);
+    const events = (found?.body as { events: { record: object }[] }).events;
+    expect(events.map((event) => found?.holders.get(event.record))).toEqual([undefined, U64]);
   });
 
-  it("throws SyntaxError for what is not JSON", () => {
-    expect(() => roundedDataByScan(`{"data":${U64}`)).toThrow(SyntaxError);
+  it("parses a text only when it holds a rounded literal", () => {
+    const parse = vi.spyOn(JSON, "parse");
+    try {
+      expect(roundedDataByScan(`{"data":"${U64}","n":1152921504606847000}`)).toBeNull();
+      expect(roundedDataByScan(`{"data":${"[".repeat(10_000)}9007199254740993${"]".repeat(10_000)}}`)).toBeNull();
+      expect(parse).not.toHaveBeenCalled();
+      expect(roundedDataByScan(`{"data":${U64}}`)).not.toBeNull();
+      expect(parse).toHaveBeenCalledTimes(1);
+    } finally {
+      parse.mockRestore();
+    }
+  });
+
+  it("throws SyntaxError for what is not JSON but holds a rounded literal (the caller parsed the text before)", () => {
+    expect(() => roundedDataByScan(`{"data":${U64}} x`)).toThrow(SyntaxError);
   });
 });
 
 describe("roundedData on this platform", () => {
-  it("finds the rounded literal whether or not JSON.parse gives the source text", () => {
+  it("finds the rounded literal, by the scan whether or not JSON.parse gives the source text", () => {
     expect(typeof SOURCE_TEXT_ACCESS).toBe("boolean");
     const found = roundedData(`{"data":{"id":${U64}}}`);
     expect(found?.holders.get(found.body as object)).toBe(U64);
