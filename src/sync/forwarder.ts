@@ -120,7 +120,7 @@ export interface ForwarderProgress {
   readonly retried: number;
   /** Batches that claimed something, since creation, each counted at its first claim. */
   readonly batches: number;
-  /** `source.stats(consumer).pending` after the latest batch; null before the first or if it failed. */
+  /** `source.stats(consumer).pending` after the latest batch, or the latest send of a held batch that settled events; null before the first or if it failed. */
   readonly pending: number | null;
   /**
    * `source.stats(consumer).quarantined`, read with `pending`: every event of
@@ -150,7 +150,7 @@ export interface ForwarderEventMap {
   /**
    * A batch ended (or an idle poll refreshed `pending`), a held batch waits to
    * send again, or a send of a held batch settled events (the totals moved;
-   * `pending` is read when a batch ends).
+   * `pending` is read when a batch ends and after each such send).
    */
   progress: ForwarderProgress;
   /** One batch that claimed something, or failed. */
@@ -511,6 +511,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       const before = state;
       // What this batch added to the totals before it ended (its report counts the whole batch).
       const added = { forwarded: 0, quarantined: 0, retried: 0, batch: false };
+      /** The `progress` events of this batch's settled sends, each after its read of `pending` (never rejects). */
+      let settledTold: Promise<void> = Promise.resolve();
       const context: BatchContext = {
         ...settings.context,
         report,
@@ -528,7 +530,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           added.forwarded += counts.forwarded;
           added.quarantined += counts.quarantined;
           added.retried += counts.retried;
-          events.dispatch("progress", snapshot());
+          // `pending` moves too (a held batch may stay open for long): read it, then tell, in order.
+          settledTold = settledTold.then(refreshPending).then(() => events.dispatch("progress", snapshot()));
         },
       };
       let batchReport: BatchReport;
@@ -544,6 +547,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       quarantined += Math.max(0, batchReport.quarantined - added.quarantined);
       retried += Math.max(0, batchReport.retried - added.retried);
       if (batchReport.claimed > 0 && !added.batch) batches += 1;
+      await settledTold;
       await refreshPending();
       if (batchReport.claimed > 0 || batchReport.failed) events.dispatch("batch", batchReport);
       if (!fromLoop) {

@@ -64,8 +64,9 @@ describe("forwarder totals while a batch is held", () => {
       allowed.push(await append("acme", `a${i}`));
       await until(() => forwarder.progress.forwarded > i, 1_000);
       // Taken into the held batch at its next resend and forwarded: counted now, while the batch is still open.
-      expect(forwarder.progress).toMatchObject({ state: "backing_off", forwarded: i + 1, quarantined: 0, retried: 0, batches: 1 });
-      expect(progress.at(-1)).toMatchObject({ forwarded: i + 1 });
+      // And `pending` with them, read after the send (the batch, held open, has not ended to read it).
+      expect(forwarder.progress).toMatchObject({ state: "backing_off", forwarded: i + 1, quarantined: 0, retried: 0, batches: 1, pending: 0 });
+      expect(progress.at(-1)).toMatchObject({ forwarded: i + 1, pending: 0 });
     }
     expect(batches).toEqual([]); // the one batch has not ended
     expect(await source.stats(consumer)).toMatchObject({ pending: 0, inFlight: 1, quarantined: 0 });
