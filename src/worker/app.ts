@@ -222,7 +222,7 @@ function describeIssues(issues: readonly { path: readonly PropertyKey[]; message
  * For each event `pick` finds in the request's (valid) JSON body, the text of
  * the first integer literal of its record's `data` that `JSON.parse` rounded
  * (`./exact-json.ts`), or `undefined`, on every platform (by a scan of the
- * text where `JSON.parse` gives no source text, as in Node 20).
+ * text; it is parsed again only when the scan found such a literal).
  */
 async function roundedLiterals(c: Context, pick: (body: Record<string, unknown>) => readonly unknown[]): Promise<(string | undefined)[]> {
   const found = roundedData(await c.req.text());

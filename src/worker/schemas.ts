@@ -55,8 +55,8 @@ export const ConsumerSchema = z
 /**
  * Any JSON value (the record's `data`); the journal checks its depth and size.
  * The append routes also refuse an integer literal a double does not hold
- * exactly (`./exact-json.ts`), on every platform: from the literal's source
- * text where `JSON.parse` gives it (workerd), else from a scan of the text.
+ * exactly (`./exact-json.ts`), on every platform, from a scan of the text
+ * for the literals' source text.
  */
 const JsonSchema: z.ZodType<unknown> = z.unknown().openapi({
   description:
