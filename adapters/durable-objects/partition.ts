@@ -73,7 +73,7 @@ import { DurableObject } from "cloudflare:workers";
 import { checkNow, MAX_CLAIM_EVENTS } from "../../src/journal/arguments.js";
 import { claimContinuing, createJournal, registerContinuing } from "../../src/journal/journal.js";
 import { InvalidArgumentError } from "../../src/journal/errors.js";
-import { checkCapacity, checkInteger, parseConsumerId } from "../../src/journal/event.js";
+import { checkCapacity, checkInteger, checkJournalName, checkText, MAX_EPOCH_MS, MAX_ORDERING_PART_LENGTH, parseConsumerId } from "../../src/journal/event.js";
 import { Layout } from "../../src/journal/layout.js";
 import { Work } from "../../src/journal/work.js";
 import type {
@@ -101,7 +101,7 @@ import type { Engine } from "../../src/engine.js";
 import { isRequestId } from "../../src/journal/event.js";
 import type { EngineTransaction, Key } from "../../src/engine.js";
 import { durableObjectEngine } from "./engine.js";
-import { CLAIM_RPC_EVENTS, QUARANTINE_RPC_ITEMS } from "./partitioned-journal.js";
+import { CLAIM_RPC_EVENTS, MAX_PARTITIONS, QUARANTINE_RPC_ITEMS } from "./partitioned-journal.js";
 import { encodeAcks, encodeBatch, toWire, type WireAckResult, type WireBatchResult, type WireOutcome } from "./wire.js";
 
 /**
@@ -280,6 +280,54 @@ function checkRequestIds(list: readonly { readonly requestId: unknown }[]): void
   }
 }
 
+/**
+ * The fields of `reserve`'s items, which the registry stores as given: the
+ * ordering key's parts as an event's are, the fact's hash a string, and
+ * `observedAt` a clock reading (an entry is due from it: one past the
+ * largest reading would never be verified, and stay for good).
+ */
+function checkReservations(list: readonly IdReservation[]): void {
+  checkRequestIds(list);
+  for (const item of list) {
+    for (const field of ["namespace", "subject"] as const) {
+      const part: unknown = item[field];
+      if (typeof part !== "string" || part.length === 0 || part.length > MAX_ORDERING_PART_LENGTH) {
+        throw new InvalidArgumentError(field, `must be a non-empty string of at most ${MAX_ORDERING_PART_LENGTH} characters`);
+      }
+    }
+    if (checkText("fact", item.fact, 256).length === 0) throw new InvalidArgumentError("fact", "must be a non-empty string");
+    checkInteger("observedAt", item.observedAt, 0, MAX_EPOCH_MS);
+  }
+}
+
+/** The verdicts of `settleRegistry`: a revision is a safe integer, `held` a boolean (a string "false" is not). */
+function checkVerdicts(list: readonly RegistryVerdict[]): void {
+  checkRequestIds(list);
+  for (const verdict of list) {
+    checkInteger("rev", verdict.rev, 0);
+    if (typeof verdict.held !== "boolean") throw new InvalidArgumentError("held", "must be a boolean");
+  }
+}
+
+/**
+ * The configuration a call carries, checked before anything is read or
+ * stored (`PartitionedJournal` checks its own; another caller of the binding
+ * may send anything): the first call to a new object stores it, so a
+ * malformed one, refused or not, would have locked the object out of every
+ * correct call for good.
+ */
+function checkConfig(config: unknown): PartitionConfig {
+  if (config === null || typeof config !== "object") throw new InvalidArgumentError("config", "needs { journal, partitions, partition, capacity }");
+  const { journal, partitions, partition, capacity } = config as Record<string, unknown>;
+  const count = checkInteger("partitions", partitions, 1, MAX_PARTITIONS);
+  return { journal: checkJournalName(journal), partitions: count, partition: checkInteger("partition", partition, 0, count - 1), capacity: checkCapacity(capacity as Capacity) };
+}
+
+/** A request id to look up: a string (one that is no UUIDv7 is simply not stored). */
+function checkLookupId(requestId: unknown): string {
+  return checkText("requestId", requestId, 256);
+}
+
 /** What every call tells a partition about the journal it belongs to. */
 export interface PartitionConfig {
   /** The journal's name. */
@@ -335,7 +383,8 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
   }
 
   /** The hosted journal, after checking (and on first use storing) the configuration. */
-  private async open(config: PartitionConfig): Promise<UsageJournal> {
+  private async open(sent: PartitionConfig): Promise<UsageJournal> {
+    const config = checkConfig(sent);
     const checked = this.checked;
     if (checked === null || checked.journal !== config.journal || checked.partitions !== config.partitions || checked.partition !== config.partition) {
       const wanted: StoredConfig = { journal: config.journal, partitions: config.partitions, partition: config.partition };
@@ -493,7 +542,7 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
   async reserve(config: PartitionConfig, now: number, items: readonly IdReservation[]): Promise<WireOutcome<ReserveAnswer>> {
     return toWire(async () => {
       const list = checkList<IdReservation>("items", items, 1000);
-      checkRequestIds(list);
+      checkReservations(list);
       checkNow("now", now);
       const journal = await this.open(config);
       return this.engine.transact("readwrite", async (tx) => {
@@ -519,7 +568,7 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
   async settleRegistry(config: PartitionConfig, now: number, verdicts: readonly RegistryVerdict[]): Promise<WireOutcome<{ forgotten: number }>> {
     return toWire(async () => {
       const list = checkList<RegistryVerdict>("verdicts", verdicts, 1000);
-      checkRequestIds(list);
+      checkVerdicts(list);
       checkNow("now", now);
       const journal = await this.open(config);
       return this.engine.transact("readwrite", async (tx) => {
@@ -551,7 +600,7 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
   /** Whether this partition stores each of these request ids (one read transaction). */
   async holdsMany(config: PartitionConfig, requestIds: readonly string[]): Promise<WireOutcome<boolean[]>> {
     return toWire(async () => {
-      const list = checkList<string>("requestIds", requestIds, 1000);
+      const list = checkList<string>("requestIds", requestIds, 1000).map(checkLookupId);
       const journal = await this.open(config);
       return this.engine.transact("readonly", async (tx) => {
         const work = new Work(tx, new Layout(journal.name), journal.capacity);
@@ -563,10 +612,11 @@ export class JournalPartition<Env = unknown> extends DurableObject<Env> {
   /** Whether this partition stores an event with this request id. */
   async holds(config: PartitionConfig, requestId: string): Promise<WireOutcome<boolean>> {
     return toWire(async () => {
+      const id = checkLookupId(requestId);
       const journal = await this.open(config);
       return this.engine.transact("readonly", async (tx) => {
         const work = new Work(tx, new Layout(journal.name), journal.capacity);
-        return (await work.positionOf(requestId)) !== undefined;
+        return (await work.positionOf(id)) !== undefined;
       });
     });
   }
