@@ -60,8 +60,14 @@
  *
  * Body rules (IndexedDB commits a transaction as soon as it has no pending
  * request when control returns to the event loop): await nothing but this
- * transaction's calls. A body that breaks the rule stores nothing: its calls
- * after the early commit, or its flush, fail with `committed_early`.
+ * transaction's calls. A body that breaks the rule stores nothing of that
+ * run: its calls after the early commit, or its flush, fail with
+ * `committed_early`. When the run read over the cache without checking the
+ * version first (the engine wrote last, moments ago), what it read is
+ * unverified once IndexedDB committed under it, so the engine runs the body
+ * again, checked, as after another tab's write: only if that run breaks the
+ * rule too does `transact` reject with `committed_early`. A body that awaits
+ * something else only now and then may so run twice and succeed, unreported.
  */
 import type { Engine, EngineTransaction, TransactionMode, TransactOptions } from "../../src/engine.js";
 import { connectionLostError, IndexedDbEngineError, transactionAbortError } from "./errors.js";
