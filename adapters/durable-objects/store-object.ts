@@ -31,9 +31,13 @@
  *   timers while the holder keeps calling `leaseAssertHeld` (a heartbeat, at
  *   least once per `ttlMs`); a holder silent for `ttlMs` has its lease
  *   released, so a crashed caller does not keep a name forever.
- *   `leaseRelease` gives it up. If the object is evicted the renewals stop
- *   and the lease runs out at its expiry (fenced writes then fail with
- *   `lease_lost`, as they must). Fence ledger and KV writes with the
+ *   `leaseRelease` gives it up. If the object is evicted (or redeployed)
+ *   the renewals stop until the holder's next heartbeat, which a new
+ *   instance answers by adopting the grant from its row (renewed from then
+ *   on) while it has not run out; past its expiry the heartbeat fails with
+ *   `lease_lost`, as do fenced writes. A release that reaches a new instance
+ *   clears the row (while it still names that epoch). So no grant depends on
+ *   one instance staying alive. Fence ledger and KV writes with the
  *   `{ lease, epoch }` the grant returned.
  * - Blobs go to R2 when the object's env has an R2 bucket binding named
  *   `STORE_BLOBS` (keys `<object id>/<blob key>`: the object is their only
@@ -64,7 +68,7 @@ import { copyBytes } from "../../src/storage/copy.js";
 import { BlobConflictError, BlobNotFoundError, InvalidArgumentError, RecordNotFoundError, StorageBackendError, type StorageError } from "../../src/storage/errors.js";
 import type { LeaseFence } from "../../src/storage/fence.js";
 import { listKeysPage, type KeysPage, type KvEntry } from "../../src/storage/kv.js";
-import { DEFAULT_LEASE_TTL_MS, type Lease } from "../../src/storage/leaser.js";
+import { adoptLease, DEFAULT_LEASE_TTL_MS, releaseLease, type Lease } from "../../src/storage/leaser.js";
 import { ledgerReader, type LedgerReadBound, type LedgerRecord } from "../../src/storage/ledger.js";
 import { validateName, validatePrefix } from "../../src/storage/names.js";
 import { throwIfAborted, type CallOptions } from "../../src/storage/options.js";
@@ -363,40 +367,51 @@ export class StoreObject<Env extends StoreObjectEnv = StoreObjectEnv> extends Du
   async leaseAcquire(store: string, name: string): Promise<StoreOutcome<StoreLeaseGrant>> {
     return this.serve(store, async (s) => {
       const lease = await s.leaser.acquire(name);
-      const previous = this.leases.get(name);
-      if (previous !== undefined) this.forget(name, previous);
-      const entry: HeldEntry = { lease, idle: undefined };
-      this.leases.set(name, entry);
-      this.heartbeat(name, entry);
-      lease.signal.addEventListener("abort", () => {
-        if (this.leases.get(name) === entry) this.forget(name, entry);
-      });
+      this.hold(name, lease);
       return { name: lease.name, epoch: lease.epoch, ttlMs: this.leaseTtlMs };
     });
   }
 
-  /** Check that the holder at `epoch` owns `name` now (`lease_lost` if not); also the holder's heartbeat. */
+  /**
+   * Check that the holder at `epoch` owns `name` now (`lease_lost` if not);
+   * also the holder's heartbeat. A grant this instance does not hold in
+   * memory (made by an instance since evicted or redeployed) is adopted: it
+   * is renewed from its row, and from now on by this instance.
+   */
   async leaseAssertHeld(store: string, name: string, epoch: number): Promise<StoreOutcome<void>> {
     return this.serve(store, async (s) => {
       await s.leaser.assertHeld(name, epoch);
       const entry = this.leases.get(name);
       if (entry !== undefined && entry.lease.epoch === epoch) this.heartbeat(name, entry);
+      else this.hold(name, await adoptLease(s.leaser, name, epoch));
     });
   }
 
   /**
    * Give up the lease granted at `epoch`. Idempotent; never frees a later
-   * holder. A grant this object no longer holds in memory (it was evicted)
-   * is not renewed any more and runs out at its expiry.
+   * holder. A grant this instance does not hold in memory (made by an
+   * instance since evicted or redeployed) is released by its row.
    */
   async leaseRelease(store: string, name: string, epoch: number): Promise<StoreOutcome<void>> {
-    return this.serve(store, async () => {
+    return this.serve(store, async (s) => {
       validateName(name);
       checkCount("epoch", epoch, 1);
       const entry = this.leases.get(name);
-      if (entry === undefined || entry.lease.epoch !== epoch) return;
+      if (entry === undefined || entry.lease.epoch !== epoch) return releaseLease(s.leaser, name, epoch);
       this.forget(name, entry);
       await entry.lease.release();
+    });
+  }
+
+  /** Keep `lease` in memory, renewed while its holder heartbeats (replacing any older grant of the name). */
+  private hold(name: string, lease: Lease): void {
+    const previous = this.leases.get(name);
+    if (previous !== undefined) this.forget(name, previous);
+    const entry: HeldEntry = { lease, idle: undefined };
+    this.leases.set(name, entry);
+    this.heartbeat(name, entry);
+    lease.signal.addEventListener("abort", () => {
+      if (this.leases.get(name) === entry) this.forget(name, entry);
     });
   }
 

@@ -16,7 +16,9 @@
  *   the holder can no longer safely assert ownership: on release, when a
  *   renewal finds the lease taken over, or when the lease's expiry passes
  *   without a successful renewal (the holder gives up at its own expiry
- *   time, before anyone else can be granted the name).
+ *   time, before anyone else can be granted the name). A renewal whose
+ *   transaction commits only after that is cleared again, so the name is
+ *   not held by nobody until the late renewal's expiry.
  * - `release` is idempotent, also after loss, and never frees a later holder
  *   (it only clears the row while the row still names its epoch).
  * - Writes can be fenced by an epoch: {@link Leaser.assertHeld}, and the
@@ -31,7 +33,7 @@
  * whatever its renewal is doing, so a renewal that never settles, or an
  * `onRenewError` that throws, cannot keep the signal from aborting.
  */
-import type { Engine } from "../engine.js";
+import type { Engine, EngineTransaction } from "../engine.js";
 import { LeaseHeldError, LeaseLostError, InvalidArgumentError } from "./errors.js";
 import { holds } from "./fence.js";
 import { storeLayout, type LeaseRow, type StoreLayout } from "./layout.js";
@@ -213,6 +215,68 @@ class EngineLeaser implements Leaser {
     const row = await transact(this.engine, "readonly", "leaser.assertHeld", options, (tx) => tx.get<LeaseRow>(this.config.layout.lease(name)));
     if (!holds(row, epoch, now)) throw new LeaseLostError(name, epoch);
   }
+
+  /** See {@link adoptLease}. */
+  async adopt(name: string, epoch: number): Promise<Lease> {
+    validateName(name);
+    checkCount("epoch", epoch, 1);
+    const { layout, clock, ttlMs } = this.config;
+    const now = clock();
+    const expiresAt = await transact(this.engine, "readwrite", "leaser.adopt", undefined, async (tx) => {
+      const row = await tx.get<LeaseRow>(layout.lease(name));
+      if (!holds(row, epoch, now)) throw new LeaseLostError(name, epoch);
+      tx.put(layout.lease(name), { epoch, expiresAt: now + ttlMs } satisfies LeaseRow);
+      return now + ttlMs;
+    });
+    return new HeldLease(this.engine, this.config, name, epoch, expiresAt);
+  }
+
+  /** See {@link releaseLease}. */
+  async releaseEpoch(name: string, epoch: number): Promise<void> {
+    validateName(name);
+    checkCount("epoch", epoch, 1);
+    await transact(this.engine, "readwrite", "lease.release", undefined, (tx) => clearGrant(tx, this.config.layout, name, epoch));
+  }
+}
+
+/**
+ * Take over, in this process, the renewal of a grant made elsewhere (by
+ * another instance of a Durable Object, since evicted or redeployed): while
+ * the row still names `epoch` unexpired, it is renewed now and from then on
+ * like a grant of this leaser's own; else {@link LeaseLostError}. What a host
+ * that keeps its holders' grants in memory uses when a holder's heartbeat
+ * reaches an instance that never held the grant: a grant must not depend on
+ * one instance staying alive (the spec's "Acquire and Release must remain
+ * correct across independent calls").
+ *
+ * @throws TypeError when `leaser` was not made by {@link createLeaser}.
+ */
+export function adoptLease(leaser: Leaser, name: string, epoch: number): Promise<Lease> {
+  return engineLeaser(leaser).adopt(name, epoch);
+}
+
+/**
+ * Give up the grant at `epoch` by its row alone, with no {@link Lease} in
+ * hand (one made by an instance since gone): the row is cleared while it
+ * still names `epoch`, so a later holder is never freed. Idempotent.
+ *
+ * @throws TypeError when `leaser` was not made by {@link createLeaser}.
+ */
+export function releaseLease(leaser: Leaser, name: string, epoch: number): Promise<void> {
+  return engineLeaser(leaser).releaseEpoch(name, epoch);
+}
+
+function engineLeaser(leaser: Leaser): EngineLeaser {
+  if (!(leaser instanceof EngineLeaser)) throw new TypeError("needs a leaser made by createLeaser");
+  return leaser;
+}
+
+/** Clear the row of `name` if it still names the unexpired or unreleased grant at `epoch` (never a later holder's). */
+async function clearGrant(tx: EngineTransaction, layout: StoreLayout, name: string, epoch: number): Promise<void> {
+  const row = await tx.get<LeaseRow>(layout.lease(name));
+  if (row !== undefined && row.epoch === epoch && row.expiresAt !== 0) {
+    tx.put(layout.lease(name), { epoch, expiresAt: 0 } satisfies LeaseRow);
+  }
 }
 
 class HeldLease implements Lease {
@@ -222,6 +286,8 @@ class HeldLease implements Lease {
   /** Stands at {@link expiresAt}: gives the lease up then, whatever a renewal in flight does. */
   private expiryTimer: unknown;
   private released = false;
+  /** Set when {@link release} begins (it clears the row itself). */
+  private releasing = false;
 
   constructor(
     private readonly engine: Engine,
@@ -285,13 +351,26 @@ class HeldLease implements Lease {
       if (!this.lost) this.scheduleRenewal(); // retried until it succeeds or the expiry timer gives the lease up
       return;
     }
-    // Released, or given up at its expiry, while the renewal ran: stay lost (a renewal
-    // that landed late only keeps the row until its new expiry; release clears it).
-    if (this.lost) return;
+    // Released, or given up at its expiry, while the renewal ran: stay lost. A release clears the
+    // row after the renewal (transactions run in order); a holder that gave up at its expiry clears
+    // what a renewal that landed late wrote, so that nobody holds the name while no one can use it.
+    if (this.lost) {
+      if (renewed && !this.releasing) await this.clearAfterLoss();
+      return;
+    }
     if (!renewed) return this.lose();
     this.expiresAt = now + ttlMs;
     this.armExpiry();
     this.scheduleRenewal();
+  }
+
+  /** Clear the row a renewal wrote after this holder gave the lease up at its expiry (failures go to `onRenewError`: the row then runs out at that renewal's expiry). */
+  private async clearAfterLoss(): Promise<void> {
+    try {
+      await transact(this.engine, "readwrite", "lease.release", undefined, (tx) => clearGrant(tx, this.config.layout, this.name, this.epoch));
+    } catch (error) {
+      this.reportRenewError(error);
+    }
   }
 
   private reportRenewError(error: unknown): void {
@@ -316,15 +395,10 @@ class HeldLease implements Lease {
     if (this.released) return;
     throwIfAborted(options);
     // Stop asserting ownership first: from here on this holder does no more work under the lease.
+    this.releasing = true;
     this.lose();
-    const { layout } = this.config;
-    await transact(this.engine, "readwrite", "lease.release", options, async (tx) => {
-      const row = await tx.get<LeaseRow>(layout.lease(this.name));
-      // Only our own grant is cleared; a later holder's row is left alone.
-      if (row !== undefined && row.epoch === this.epoch && row.expiresAt !== 0) {
-        tx.put(layout.lease(this.name), { epoch: this.epoch, expiresAt: 0 } satisfies LeaseRow);
-      }
-    });
+    // Only our own grant is cleared; a later holder's row is left alone.
+    await transact(this.engine, "readwrite", "lease.release", options, (tx) => clearGrant(tx, this.config.layout, this.name, this.epoch));
     this.released = true;
   }
 }

@@ -8,6 +8,8 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { Store } from "../../src/storage/store.js";
+import { createLeaser } from "../../src/storage/leaser.js";
+import { durableObjectEngine } from "../../adapters/durable-objects/engine.js";
 
 const bytes = (...values: number[]) => new Uint8Array(values);
 const text = (value: string) => new TextEncoder().encode(value);
@@ -199,6 +201,43 @@ describe("StoreObject over RPC", () => {
     const next = ok(await stub.leaseAcquire("app", "jobs/hourly"));
     expect(next.epoch).toBe(grant.epoch + 1);
     ok(await stub.leaseRelease("app", "jobs/hourly", next.epoch));
+  });
+
+  /**
+   * A grant made by an instance since gone (evicted, redeployed): written here by a leaser of its own
+   * over the object's storage, whose timers never run, so nothing but the live instance can renew it.
+   */
+  async function grantOfAGoneInstance(stub: DurableObjectStub, name: string, ttlMs: number): Promise<number> {
+    return runInDurableObject(stub, async (_instance, state) => {
+      const never = { setTimeout: () => 0, clearTimeout: () => undefined };
+      const leaser = createLeaser(durableObjectEngine(state.storage), { store: "app", ttlMs, scheduler: never });
+      return (await leaser.acquire(name)).epoch;
+    });
+  }
+
+  it("leases: a release that reaches an instance which never held the grant frees it by its row", async () => {
+    const stub = stores("leases-gone");
+    const epoch = await grantOfAGoneInstance(stub, "jobs/gone", 30_000);
+    expect(failed(await stub.leaseAcquire("app", "jobs/gone"))).toMatchObject({ code: "lease_held", fields: { holderEpoch: epoch } });
+    ok(await stub.leaseRelease("app", "jobs/gone", epoch));
+    expect(failed(await stub.kvPut("app", "state", 0, text("x"), { lease: "jobs/gone", epoch }))).toMatchObject({ code: "lease_lost" });
+    expect(ok(await stub.leaseAcquire("app", "jobs/gone")).epoch).toBe(epoch + 1);
+    ok(await stub.leaseRelease("app", "jobs/gone", epoch)); // the old epoch again: the later holder keeps its grant
+    expect(failed(await stub.leaseAcquire("app", "jobs/gone"))).toMatchObject({ code: "lease_held", fields: { holderEpoch: epoch + 1 } });
+  });
+
+  it("leases: a heartbeat that reaches an instance which never held the grant adopts it, renewed from then on", async () => {
+    // STORES_SQL leases live 1 s: without the adoption the grant runs out between the heartbeats below.
+    const stub = env.STORES_SQL.get(env.STORES_SQL.idFromName("leases-adopted"));
+    const epoch = await grantOfAGoneInstance(stub, "jobs/adopted", 1_000);
+    for (let i = 0; i < 5; i++) {
+      ok(await stub.leaseAssertHeld("app", "jobs/adopted", epoch));
+      await sleep(400);
+    }
+    ok(await stub.kvPut("app", "state", 0, text("x"), { lease: "jobs/adopted", epoch }));
+    expect(failed(await stub.leaseAcquire("app", "jobs/adopted"))).toMatchObject({ code: "lease_held" });
+    ok(await stub.leaseRelease("app", "jobs/adopted", epoch));
+    expect(ok(await stub.leaseAcquire("app", "jobs/adopted")).epoch).toBe(epoch + 1);
   });
 
   it("one object hosts one store: another name is refused", async () => {
