@@ -35,6 +35,20 @@ function nameWithSpecField(error: StorageError & { name: string }, className: st
   error.name = className;
   void error.stack;
   error.name = specName;
+  SPEC_NAMED.add(error);
+}
+
+/** The errors whose `name` is the spec's `Name` field (see {@link nameWithSpecField}). */
+const SPEC_NAMED = new WeakSet<object>();
+
+/**
+ * Whether `error.name` holds the spec's `Name` field (the name it is about)
+ * rather than the class name: true for the errors that have one, even when
+ * that name happens to be spelled like the class (a ledger called
+ * `"ConflictError"`), so that a wire encoding keeps it.
+ */
+export function hasSpecName(error: object): boolean {
+  return SPEC_NAMED.has(error);
 }
 
 /** Longest piece of caller text quoted in a message; the field keeps all of it. */

@@ -222,11 +222,12 @@ export const OrderedRecordAnswerSchema = z.object({ record: OrderedRecordSchema 
 export const OrderedCreateAnswerSchema = z.object({ record: OrderedRecordSchema, created: z.boolean().openapi({ description: "false: the identity existed; `record` is what is stored" }) });
 
 const listLimit = queryNumber("page size, 1..1000 (default 100)").optional();
+// Not length-capped here: the index refuses an over-long token itself, as the spec's
+// InvalidOrderedCursorError (malformed) of the listing's kind, and the URL's cap bounds it.
 const after = z
   .string()
-  .max(MAX_ORDERED_CURSOR_CHARS)
   .optional()
-  .openapi({ description: `the previous page's \`nextCursor\` (default: from the start); the index issues tokens of up to ${MAX_ORDERED_CURSOR_CHARS} characters` });
+  .openapi({ description: `the previous page's \`nextCursor\` (default: from the start); the index issues tokens of up to ${MAX_ORDERED_CURSOR_CHARS} characters, and refuses a longer one as \`invalid_ordered_cursor\`` });
 
 export const ListOrderedQuerySchema = z.strictObject({
   namespace: name("storage name grammar"),

@@ -21,6 +21,7 @@
 import { waitOutCause, waitOutMarks, type WaitOutMarks } from "../cause-chain.js";
 import type { Blobs } from "../storage/blobs.js";
 import {
+  hasSpecName,
   AmbiguousError,
   AppendVerifyError,
   BlobConflictError,
@@ -154,8 +155,8 @@ export function encodeStorageError(error: unknown): StorageWireError {
     for (const [field, value] of Object.entries(error)) {
       if (!NOT_FIELDS.has(field) && isPlainData(value)) fields[field] = value;
     }
-    // `name` holds the spec's field where there is one, else the class name (set in the constructor).
-    if (typeof error.name === "string" && error.name !== error.constructor.name) fields["name"] = error.name;
+    // `name` holds the spec's field where there is one (whatever it is spelled like), else the class name.
+    if (hasSpecName(error) && typeof error.name === "string") fields["name"] = error.name;
     else delete fields["name"];
     const cause = (error as { cause?: unknown }).cause;
     if (cause instanceof Error) fields["cause"] = cause.message;

@@ -331,6 +331,9 @@ describe("store routes: ordered index", () => {
     expect(dueList.json).toMatchObject({ records: [{ id }], nextCursor: "" });
     const badCursor = await call("GET", `${o}/list-due?namespace=jobs&dueAtOrBefore=0&after=not-a-cursor`);
     expect([badCursor.status, badCursor.json.error?.code, badCursor.json.error?.fields?.["kind"]]).toEqual([400, "invalid_ordered_cursor", "due"]);
+    // Longer than any token the index issues: the index's own refusal, not a schema's.
+    const longCursor = await call("GET", `${o}/list-ranked?namespace=jobs&rankingScope=priority&after=${"x".repeat(16_385)}`);
+    expect([longCursor.status, longCursor.json.error?.code, longCursor.json.error?.fields?.["kind"], longCursor.json.error?.fields?.["rule"]]).toEqual([400, "invalid_ordered_cursor", "ranked", "malformed"]);
     const badLimit = await call("GET", `${o}/list-due?namespace=jobs&dueAtOrBefore=0&limit=5000`);
     expect([badLimit.status, badLimit.json.error?.code, badLimit.json.error?.fields]).toEqual([400, "invalid_ordered_limit", { limit: 5000, max: 1000 }]);
 
@@ -372,7 +375,8 @@ describe("store routes: ordered listings and query numbers", () => {
       expect(seen.sort()).toEqual(keys);
     }
     const tooLong = await call("GET", `${o}/list-due?namespace=jobs&dueAtOrBefore=0&after=${"A".repeat(MAX_ORDERED_CURSOR_CHARS + 1)}`);
-    expect([tooLong.status, tooLong.json.error?.code, tooLong.json.error?.fields?.["argument"]]).toEqual([400, "invalid_request", "after"]);
+    // The spec's answer to a token no index issued: InvalidOrderedCursorError of the listing's kind.
+    expect([tooLong.status, tooLong.json.error?.code, tooLong.json.error?.fields?.["kind"], tooLong.json.error?.fields?.["rule"]]).toEqual([400, "invalid_ordered_cursor", "due", "malformed"]);
   });
 
   it("reads query numbers as plain decimals: empty, hex, exponent, signs and spaces are 400 invalid_request, not 0, 16 or 1000", async () => {
@@ -551,6 +555,9 @@ describe("storage errors as data", () => {
       new KeyNotFoundError("k"),
       new BlobConflictError("snap"),
       new InvalidNameError("Bad", "segment_start"),
+      // A spec Name spelled like the class: still the field, kept on the wire.
+      new InvalidNameError("InvalidNameError", "segment_start"),
+      new ConflictError("ConflictError", 1),
       new OrderedRevisionConflictError({ namespace: "n", orderingScope: "s", stableKey: "k" }, 1, 4),
       new AmbiguousError("log", 3),
       new AmbiguousError("settings/theme", 0, undefined, "kv.put"),
