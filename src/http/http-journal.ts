@@ -14,7 +14,10 @@
  *   whose `cause` is an {@link HttpError} of code `invalid_answer`; it is never
  *   taken for a result (an `append` answered `{}` must not pass for journaled).
  * - Retries: a call is repeated (exponential backoff with jitter, up to
- *   `retry.attempts` tries) only after a failure that may pass (a 429, a
+ *   `retry.attempts` tries, never sooner than an answer's `Retry-After`
+ *   asked, and not at all when that asks for longer than
+ *   `retry.maxDelayMs`: the wait is then on the error's
+ *   {@link HttpError.retryAfterMs}) only after a failure that may pass (a 429, a
  *   gateway's 502, 503 or 504, a retryable journal `backend` 503, a network
  *   failure or timeout), and then only when repeating it cannot do its work
  *   twice. Calls that are idempotent (append, appendBatch, ack, quarantine,
@@ -135,12 +138,46 @@ export class HttpError extends Error {
   readonly status: number;
   /** The API's error code (`unauthorized`, `unknown_journal`, ...), or `http_<status>` when the body had none. */
   readonly code: string;
-  constructor(status: number, code: string, message: string) {
+  /**
+   * How long the server asked to wait before trying again (its `Retry-After`,
+   * in ms: seconds or an HTTP date), when the answer had one. The client's
+   * retries never come sooner, and it does not retry when this is longer
+   * than `retry.maxDelayMs`: the caller then has the wait here.
+   */
+  readonly retryAfterMs?: number;
+  constructor(status: number, code: string, message: string, retryAfterMs?: number) {
     super(`HTTP ${status} ${code}: ${message}`);
     this.name = "HttpError";
     this.status = status;
     this.code = code;
+    if (retryAfterMs !== undefined) this.retryAfterMs = retryAfterMs;
   }
+}
+
+/** The wait each failed answer's `Retry-After` asked for, by the error made of it (a journal error decoded from the body has no field for it). */
+const REQUESTED_WAITS = new WeakMap<object, number>();
+
+/** The wait (ms) the server asked for before the failure's try is repeated, if its answer said. */
+function requestedWait(failure: unknown): number | undefined {
+  return typeof failure === "object" && failure !== null ? REQUESTED_WAITS.get(failure) : undefined;
+}
+
+/**
+ * An answer's `Retry-After` in ms from when it was received: delay-seconds
+ * (`"30"`) or an HTTP date; absent, malformed or in the past: undefined, or 0.
+ */
+function retryAfterOf(response: ResponseLike, receivedAt: number): number | undefined {
+  let value: string | null;
+  try {
+    value = response.headers.get("retry-after");
+  } catch {
+    return undefined;
+  }
+  if (value === null) return undefined;
+  const text = value.trim();
+  if (/^\d{1,10}$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - receivedAt);
 }
 
 /** Retry policy of {@link HttpJournal}. */
@@ -149,7 +186,7 @@ export interface RetryOptions {
   readonly attempts?: number;
   /** Delay before the first retry (default 100 ms; an integer from 0 to 2^31 - 1); it doubles each retry. */
   readonly baseDelayMs?: number;
-  /** Longest delay between tries (default 5000 ms; an integer from 0 to 2^31 - 1). */
+  /** Longest delay between tries (default 5000 ms; an integer from 0 to 2^31 - 1); an answer whose `Retry-After` asks for longer is not retried. */
   readonly maxDelayMs?: number;
 }
 
@@ -472,7 +509,11 @@ export class HttpJournal implements UsageJournal {
         mayRetry = !signal?.aborted && retryableFailure(error, call.idempotent);
       }
       if (!mayRetry || attempt >= this.attemptsPerCall) throw failure;
-      const wait = this.sleep(Math.min(this.maxDelayMs, delay) * (0.5 + this.random() / 2), signal);
+      // Never sooner than the server asked (a 429 or 503 with Retry-After); and not at all when it asked
+      // for longer than this client waits between tries: the caller has the wait on the error.
+      const asked = requestedWait(failure);
+      if (asked !== undefined && asked > this.maxDelayMs) throw failure;
+      const wait = this.sleep(Math.max(asked ?? 0, Math.min(this.maxDelayMs, delay) * (0.5 + this.random() / 2)), signal);
       try {
         await (signal ? untilAborted(wait, signal) : wait);
       } catch (error) {
@@ -552,7 +593,7 @@ export class HttpJournal implements UsageJournal {
     }
     // Only the API's own answers tell the server's clock, not a proxy's or a portal's page.
     if (isApiError(body)) this.noteServerDate(response, receivedAt);
-    throw errorFromAnswer(response.status, body);
+    throw errorFromAnswer(response.status, body, retryAfterOf(response, receivedAt));
   }
 
   /**
@@ -982,8 +1023,14 @@ function isApiError(body: unknown): boolean {
   return typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string";
 }
 
-/** The typed error of a non-2xx answer. */
-function errorFromAnswer(status: number, body: unknown): JournalError {
+/** The typed error of a non-2xx answer (`retryAfterMs`: its `Retry-After`, remembered for the retries and kept on an {@link HttpError}). */
+function errorFromAnswer(status: number, body: unknown, retryAfterMs?: number): JournalError {
+  const made = errorOfAnswer(status, body, retryAfterMs);
+  if (retryAfterMs !== undefined) REQUESTED_WAITS.set(made, retryAfterMs);
+  return made;
+}
+
+function errorOfAnswer(status: number, body: unknown, retryAfterMs: number | undefined): JournalError {
   const error = typeof body === "object" && body !== null ? (body as { error?: unknown }).error : undefined;
   const fields = typeof error === "object" && error !== null ? (error as Record<string, unknown>) : {};
   const code = typeof fields["code"] === "string" ? fields["code"] : `http_${status}`;
@@ -995,7 +1042,7 @@ function errorFromAnswer(status: number, body: unknown): JournalError {
   }
   // Auth, routing or a gateway: not a journal answer. 429 and 5xx may pass.
   const retryable = status === 429 || status === 502 || status === 503 || status === 504;
-  return new BackendError(`HTTP ${status} ${code}: ${message}`, { cause: new HttpError(status, code, message), retryable });
+  return new BackendError(`HTTP ${status} ${code}: ${message}`, { cause: new HttpError(status, code, message, retryAfterMs), retryable });
 }
 
 /** Whether a failed try may be repeated (see the module comment). */

@@ -435,3 +435,52 @@ describe("HttpJournal over the platform's fetch and a real socket", () => {
     expect(seen).toHaveLength(1);
   });
 });
+
+describe("Retry-After", () => {
+  /** Answers `statuses` in turn (the last one again after), each with `retryAfter` as its Retry-After header, then 200. */
+  function waiting(retryAfter: string, ...statuses: number[]): Fake {
+    const calls: Fake["calls"] = [];
+    const fetch: FetchLike = async (url, init) => {
+      calls.push({ url, init });
+      const status = statuses[calls.length - 1];
+      if (status === undefined) return { status: 200, headers: { get: () => null }, text: async () => JSON.stringify(someStats) };
+      const body = JSON.stringify({ error: { code: status === 429 ? "rate_limited" : "overloaded", message: "slow down" } });
+      return { status, headers: { get: (name: string) => (name.toLowerCase() === "retry-after" ? retryAfter : null) }, text: async () => body };
+    };
+    return { fetch, calls };
+  }
+
+  it("a retry waits at least what the answer's Retry-After asked (seconds), never the shorter backoff", async () => {
+    const fake = waiting("2", 429, 503);
+    const { journal, sleeps } = client(fake, { retry: { attempts: 3, baseDelayMs: 100, maxDelayMs: 5_000 } });
+    await expect(journal.stats(billing)).resolves.toMatchObject({ pending: 0 });
+    expect(fake.calls).toHaveLength(3);
+    expect(sleeps).toEqual([2_000, 2_000]);
+  });
+
+  it("an HTTP date is read as the wait from when the answer came", async () => {
+    const fake = waiting(new Date(Date.now() + 3_000).toUTCString(), 503);
+    const { journal, sleeps } = client(fake, { retry: { attempts: 2, baseDelayMs: 100, maxDelayMs: 5_000 } });
+    await journal.stats(billing);
+    expect(sleeps).toHaveLength(1);
+    expect(sleeps[0]).toBeGreaterThan(1_000);
+    expect(sleeps[0]).toBeLessThanOrEqual(3_000);
+  });
+
+  it("a wait longer than retry.maxDelayMs is not slept: the call fails at once, with the wait on its HttpError", async () => {
+    const fake = waiting("30", 429);
+    const { journal, sleeps } = client(fake, { retry: { attempts: 4, baseDelayMs: 100, maxDelayMs: 5_000 } });
+    const error = await rejection(journal.claim(billing, { maxEvents: 1, leaseMs: 1_000, now: 0 }));
+    expectHttpFailure(error, 429, "rate_limited", true);
+    expect((error.cause as HttpError).retryAfterMs).toBe(30_000);
+    expect(fake.calls).toHaveLength(1);
+    expect(sleeps).toEqual([]);
+  });
+
+  it("a malformed Retry-After is ignored: the usual backoff", async () => {
+    const fake = waiting("soon", 503);
+    const { journal, sleeps } = client(fake, { retry: { attempts: 2, baseDelayMs: 100, maxDelayMs: 5_000 } });
+    await journal.stats(billing);
+    expect(sleeps).toEqual([50]);
+  });
+});
