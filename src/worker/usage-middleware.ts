@@ -58,7 +58,9 @@
  *     journal failing three times in a row after a commit, or committing
  *     after the timeout.
  *   - The request id was already used: the journal answers `already_present`
- *     on the first try (the id was served and billed), or `conflict` for an
+ *     on the first try for an id the client sent (the id was served and
+ *     billed; for an id the middleware minted it is this request's own
+ *     commit, answered after a retry inside the journal client), or `conflict` for an
  *     id the client sent (it was journaled with other usage: a retry whose
  *     handler reported other figures, say): 409 `duplicate_request` ("this
  *     request id was already used"), not served again, because the usage was
@@ -116,7 +118,15 @@ export interface UsageVariables<U> {
 
 /** Options of {@link usageJournal}. Names not listed here are ignored. */
 export interface UsageJournalOptions<U> {
-  /** The journal, or a function that gives it for the request (e.g. built over `c.env`). */
+  /**
+   * The journal, or a function that gives it for the request (e.g. built over `c.env`).
+   * An `HttpJournal` here should be made with `retry: { attempts: 1 }`: the
+   * middleware retries an append itself and takes an `already_present` after
+   * its own failed try for this request's commit, where one answered after
+   * the client's hidden retry of a lost reply reads as a replayed id (409
+   * `duplicate_request`) for an id the client sent (one the middleware
+   * minted is always taken as its own).
+   */
   readonly journal: UsageJournal | ((c: Context) => UsageJournal);
   /**
    * `billing_grade` needs a journal whose `mode` is `billing_grade` and whose
@@ -443,7 +453,9 @@ export function usageJournal<U>(options: UsageJournalOptions<U>): UsageJournalMi
       switch (outcome.kind) {
         case "appended":
           counters.appended += 1;
-          if (outcome.result.status === "already_present") {
+          // An id minted for this request is no other request's: already_present is its own commit, whose
+          // answer a journal's own retry lost (an HttpJournal retries an append after a lost reply).
+          if (outcome.result.status === "already_present" && sent !== undefined) {
             counters.duplicates += 1;
             refuse(used(""));
           }

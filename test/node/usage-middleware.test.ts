@@ -13,7 +13,8 @@ import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
 import { memoryEngine } from "../../adapters/memory/index.js";
 import { BackendError, BILLING_GRADE, createJournal, InvalidArgumentError, newRequestId, parseConsumerId, type Capacity, type UsageJournal } from "../../src/index.js";
-import { usageJournal, type UsageVariables } from "../../src/worker/index.js";
+import { createApp, usageJournal, type UsageVariables } from "../../src/worker/index.js";
+import { HttpJournal, type FetchLike } from "../../src/http/index.js";
 
 const billing = parseConsumerId("billing");
 
@@ -164,6 +165,34 @@ describe("usageJournal middleware", () => {
     expect([unconfirmed.status, body.error.code, body.error.retryable]).toEqual([503, "backend", true]);
     expect(body.error.message).toMatch(/may have been journaled/);
     expect(lost).toBe(0); // three tries
+  });
+
+  it("billing_grade over an HttpJournal that retried a lost reply itself: a request the middleware minted the id of is served, billed once", async () => {
+    // The central journal commits the append, then its reply is lost (a Durable Object's reply, say): the
+    // client's own retry answers already_present, which for a minted id can only be this request's commit.
+    const central = billingJournal();
+    let lose = 1;
+    const lossy = new Proxy(central, {
+      get(target, property, receiver) {
+        if (property !== "append" && property !== "appendBatch") return Reflect.get(target, property, receiver) as unknown;
+        return async (...args: unknown[]) => {
+          const call = Reflect.get(target, property, receiver) as (...a: unknown[]) => Promise<unknown>;
+          const results = await call.apply(target, args);
+          if (lose-- > 0) throw new BackendError("rpc: Network connection lost", { retryable: true });
+          return results;
+        };
+      },
+    });
+    const TOKEN = "middleware-over-http-0123456";
+    const server = createApp({ journals: { usage: lossy }, auth: { tokens: [{ name: "edge", token: TOKEN, scopes: ["append:*"] }] } });
+    const fetch: FetchLike = async (url, init) => server.fetch(new Request(url, init));
+    const sink = new HttpJournal({ baseUrl: "http://central.test", journal: "usage", token: TOKEN, fetch, capacity: BILLING_GRADE, mode: "billing_grade", sleep: async () => undefined });
+    const { app, counters } = appWith(sink, "billing_grade");
+    const served = await app.request("/api/complete", { method: "POST" });
+    expect([served.status, ((await served.json()) as { ok: boolean }).ok]).toEqual([200, true]);
+    expect(lose).toBe(-1); // the client did retry
+    expect((await central.stats(billing)).pending).toBe(1);
+    expect(counters).toMatchObject({ appended: 1, duplicates: 0 });
   });
 
   it("billing_grade: a full journal is 503 + Retry-After, retryable", async () => {
