@@ -8,6 +8,7 @@ import { InvalidArgumentError, InvalidConsumerIdError, InvalidEventError } from 
 import type { Capacity, ConsumerId, DeliveryId, JsonValue, UsageEvent, UsageRecord } from "./types.js";
 import { utf8Length } from "../storage/names.js";
 import { randomBytes } from "../storage/web.js";
+import { hasLoneSurrogate } from "../unicode.js";
 
 /**
  * The longest consumer name, in bytes of UTF-8 (as the spec's `ConsumerId::MAX_LEN`
@@ -185,6 +186,11 @@ function checkOrderingPart(requestId: string, field: string, value: unknown): st
   }
   if (value.length > MAX_ORDERING_PART_LENGTH) {
     throw new InvalidEventError(requestId, field, `\`${field}\` is over ${MAX_ORDERING_PART_LENGTH} characters`);
+  }
+  // An ordering key is matched exactly (filters, listings, the operator's bulk actions), also through URLs
+  // and UTF-8 text, which turn a lone surrogate into U+FFFD: one could not be told from another key.
+  if (hasLoneSurrogate(value)) {
+    throw new InvalidEventError(requestId, field, `\`${field}\` holds a lone surrogate (not well-formed UTF-16): it would not survive a URL or UTF-8 text unchanged`);
   }
   return value;
 }

@@ -1366,6 +1366,9 @@ export function journalExampleCases(options: JournalConformanceOptions): Conform
     await expectRejects(() => journal.append(raw(rid(7), {}, { data: { when: new Date(0) } })), invalidEvent(rid(7), "data"), "a Date in data");
     await expectRejects(() => journal.append(raw(rid(7), {}, { data: undefined })), invalidEvent(rid(7), "data"), "no data");
     await expectRejects(() => journal.append(raw(rid(7), {}, { subject: "" })), invalidEvent(rid(7), "subject"), "an empty subject");
+    // A lone surrogate cannot cross a URL or UTF-8 text intact: such a key could not be told from another one.
+    await expectRejects(() => journal.append(raw(rid(7), {}, { namespace: "acme\ud800" })), invalidEvent(rid(7), "namespace"), "a lone high surrogate in the namespace");
+    await expectRejects(() => journal.append(raw(rid(7), {}, { subject: "\udc00user" })), invalidEvent(rid(7), "subject"), "a lone low surrogate in the subject");
     await expectRejects(() => journal.append(raw(rid(7), { observedAt: -1 })), invalidEvent(rid(7), "observed_at"), "a negative observedAt");
 
     await expectRejects(() => journal.claim(warehouse, { maxEvents: 0, leaseMs: 1000, now: t0 }), invalidArgument("maxEvents"), "maxEvents 0");

@@ -316,6 +316,18 @@ describe("operator routes", () => {
     expect(lines.every((line) => line.attempts.length === 1)).toBe(true);
   });
 
+  it("a bulk filter holding a lone surrogate is refused (the same filter in the list's query string arrives as U+FFFD), and an event cannot be keyed by one", async () => {
+    const { call, journal } = setup();
+    const bulk = "/v1/journals/usage/consumers/billing/quarantined/bulk";
+    for (const filter of [{ namespace: "lone\ud800" }, { subject: "\udc00" }, { query: "a\ud800" }, { key: "a/\ud800" }]) {
+      const refused = await call("POST", bulk, { body: { action: "discard", dryRun: true, ...filter } });
+      expect([refused.status, refused.json.error?.code], JSON.stringify(filter)).toEqual([400, "invalid_request"]);
+    }
+    const appended = await call("POST", "/v1/journals/usage/append", { body: { event: { ...event(1), record: { ...event(1).record, namespace: "lone\ud800" } } } });
+    expect([appended.status, appended.json.error?.code, appended.json.error?.fields?.["rule"]]).toEqual([400, "invalid_event", "namespace"]);
+    expect((await journal.stats(billing)).pending).toBe(0);
+  });
+
   it("a bulk confirmation with the dry run's requestIds acts on those only: an event resolved elsewhere is reported, never replaced by a newer one", async () => {
     const { call, journal } = setup();
     const bulk = "/v1/journals/usage/consumers/billing/quarantined/bulk";

@@ -10,6 +10,7 @@
 import { InvalidArgumentError } from "../errors.js";
 import { utf8Length, validateName } from "../names.js";
 import { isBytes } from "../web.js";
+import { hasLoneSurrogate } from "../../unicode.js";
 import {
   InvalidDueError,
   InvalidOrderedLimitError,
@@ -51,18 +52,6 @@ export const UNRANKED: Rank = Object.freeze({ ranked: false, value: 0 });
 /** The canonical not-due state (`Due{State: NotDue, UnixMillis: 0}`): what a tombstone carries. */
 export const NOT_DUE: Due = Object.freeze({ state: "not_due", unixMillis: 0 });
 
-/** Whether a UTF-16 string holds a lone surrogate (which no UTF-8 string can). */
-function hasLoneSurrogate(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0xd800 || c > 0xdfff) continue;
-    if (c >= 0xdc00) return true;
-    const d = i + 1 < text.length ? text.charCodeAt(i + 1) : 0;
-    if (d < 0xdc00 || d > 0xdfff) return true;
-    i++;
-  }
-  return false;
-}
 
 /** Whether `value` is a valid stable key (see {@link validateStableKey}). */
 export function isValidStableKey(value: unknown): value is string {
