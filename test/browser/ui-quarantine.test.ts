@@ -162,7 +162,7 @@ describe("web UI: ordering keys (namespace and subject, unambiguous)", () => {
   });
 
   it("reads a part typed as the list shows it back as that part, and shows no two parts alike", () => {
-    const parts = ["acme", "a/b", "user 1", "user\n1", "acme ", " acme", "user\u200B 1", `x${RLO}y`, '"quoted"', "back\\slash", "\u00A0", "tab\there", "\u{E0041}tag", "\uD800", "ünïcødé", "日本"];
+    const parts = ["acme", "a/b", "user 1", "user\n1", "acme ", " acme", "user\u200B 1", `x${RLO}y`, '"quoted"', "back\\slash", "\u00A0", "tab\there", "\u{E0041}tag", "\uD800", "caf\u00E9", "cafe\u0301", "ünïcødé", "日本"];
     const shownParts = parts.map(displayValue);
     expect(new Set(shownParts).size).toBe(parts.length);
     for (const [index, part] of parts.entries()) expect(parseTyped(shownParts[index]!)).toBe(part);
@@ -306,6 +306,24 @@ describe("web UI: overview", () => {
     return overview;
   };
   const cardValue = (stat: string) => container.querySelector(`[data-stat=${stat}] .stat-value`)?.textContent;
+
+  it("a filter changed while the dry run counts opens no dialog: the count was of a filter no longer shown, and nothing is done", async () => {
+    fake.seed([
+      { namespace: "acme", subject: "s1" },
+      { namespace: "acme", subject: "s2" },
+    ]);
+    await mountReview();
+    await userEvent.fill(page.getByLabelText("Subject (exact)"), "s1");
+    const held = fake.hold((request) => request.route === "/quarantined/bulk");
+    await button("Discard all matching…").click();
+    await held.arrived;
+    // The operator corrects the filter while it counts (the filter inputs stay live).
+    await userEvent.fill(page.getByLabelText("Subject (exact)"), "s2");
+    held.release();
+    await expect.poll(() => container.querySelector(".bulk-result")?.textContent).toContain("The filter changed while the dry run counted");
+    expect(openDialogs()).toHaveLength(0);
+    expect(fake.requestsTo("/quarantined/bulk").filter((request) => request.body?.["dryRun"] === false)).toEqual([]);
+  });
 
   it("tells the operator that Search matches keys as stored, without the quotes the list shows", async () => {
     await mountReview();

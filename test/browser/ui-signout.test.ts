@@ -73,6 +73,22 @@ describe("web UI: sign-out closes confirmation dialogs", () => {
     expect(acted()).toEqual([]);
   });
 
+  it("a release answered after sign-out sends nothing more with the forgotten token (no list, stats or audit read)", async () => {
+    const id = fake.quarantined[0]!.event.id;
+    await page.getByRole("button", { name: `Inspect ${id}` }).click();
+    const held = fake.hold((request) => request.method === "POST" && request.route.endsWith("/release"));
+    await button("Release…").click();
+    await expect.poll(() => openDialogs().length).toBe(1);
+    await button("Release").click();
+    await held.arrived;
+    (button("Sign out").element() as HTMLButtonElement).click();
+    await signInShown();
+    const before = fake.requests.length;
+    held.release();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(fake.requests.slice(before).map((request) => `${request.method} ${request.route}`)).toEqual([]);
+  });
+
   it("a dry run answered after sign-out opens no dialog", async () => {
     const held = fake.hold((request) => request.route === "/quarantined/bulk");
     const signOut = button("Sign out").element() as HTMLButtonElement;

@@ -28,6 +28,8 @@ export interface InspectOptions {
   /** The event was released or discarded: refresh the list and stats. */
   readonly onResolved: (message: string) => void;
   readonly onAuthError: (error: AuthError) => void;
+  /** Whether the views were closed (signed out, another consumer opened): an action that answers then asks nothing more. */
+  readonly closed: () => boolean;
 }
 
 /**
@@ -92,6 +94,7 @@ export function inspectView(options: InspectOptions): HTMLElement {
       if (action === "release") await api.release(selection.journal, selection.consumer, requestId);
       else await api.discard(selection.journal, selection.consumer, requestId);
     } catch (error) {
+      if (options.closed()) return;
       if (error instanceof AuthError) return options.onAuthError(error);
       if (error instanceof ApiError && error.code === "not_quarantined") {
         // Released or discarded elsewhere (another operator, a bulk action) since the list was read:
@@ -112,6 +115,8 @@ export function inspectView(options: InspectOptions): HTMLElement {
       showBanner("error", `Could not ${action} the event: ${describeError(error)}`);
       return;
     }
+    // Signed out (or another consumer opened) while the action ran: nothing more is read with the old token.
+    if (options.closed()) return;
     const message =
       action === "release"
         ? `Released ${shownId}: it is back on key ${keyText(item)} at position ${item.position}.`

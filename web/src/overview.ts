@@ -99,6 +99,8 @@ export class Overview {
    * during one running read share that one follow-up.
    */
   refresh(): Promise<void> {
+    // Stopped (signed out, another consumer chosen): its token and selection are no longer the page's.
+    if (this.#stopped) return Promise.resolve();
     if (this.#reading) {
       this.#readAgain = true;
       return this.#reading;

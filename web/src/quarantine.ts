@@ -237,6 +237,8 @@ export class QuarantineReview {
   }
 
   async #load(): Promise<void> {
+    // Closed views read nothing more (their token may be signed out).
+    if (this.#closed) return;
     const seq = ++this.#loadSeq;
     const { api, selection } = this.#options;
     const after = this.#cursors[this.#cursors.length - 1] ?? null;
@@ -312,10 +314,12 @@ export class QuarantineReview {
       onAuthError: this.#options.onAuthError,
       onBack: () => this.#closeInspect(item.event.id),
       onResolved: (message) => {
+        if (this.#closed) return;
         this.#options.announce(message);
         this.#options.onChanged();
         void this.#load();
       },
+      closed: () => this.#closed,
     });
     replaceChildren(this.#inspectSlot, view);
     this.#listSection.hidden = true;
@@ -370,6 +374,11 @@ export class QuarantineReview {
     }
     // Signed out (or another consumer opened) while counting: no dialog over what came next.
     if (this.#closed) return;
+    // The operator applied or typed another filter while counting: the count is of a filter no longer shown.
+    if (!sameFilter(filter, this.#filter) || !sameFilter(filter, this.#typedFilter())) {
+      this.#showBulk("info", "The filter changed while the dry run counted (it counted ", ...this.#filterText(filter), `); nothing was done: run ${verb} all matching again for the filter shown.`);
+      return;
+    }
     const matched = requestIds.length;
     if (matched === 0) {
       this.#showBulk("info", "Dry run: no quarantined event matches (", ...this.#filterText(filter), `); nothing to ${action}.`);

@@ -10,6 +10,8 @@
  * - an ordering key part (or id) that holds such a character, whitespace, `/`,
  *   `"` or `\`, or is empty, is shown JSON-quoted, so `"a/b"/c` and `a/"b/c"`
  *   are two keys, and `"acme "` is not `acme`;
+ * - a part that is not in Unicode NFC (a decomposed `cafe\u0301`, which
+ *   reads like `café`) is quoted with its combining marks escaped too;
  * - the elements that show them are bidi-isolated in `app.css`
  *   (`unicode-bidi: isolate` on `code`, `pre` and `.untrusted`).
  *
@@ -78,7 +80,20 @@ export function quoted(value: string): string {
  * displayValue("user\u202E1") // "user\u202E1" (the escape, as six characters)
  */
 export function displayValue(value: string): string {
+  if (value !== value.normalize("NFC")) return denormalized(value);
   return value === "" || NEEDS_QUOTES.test(value) || hasHidden(value) ? quoted(value) : value;
+}
+
+/** A combining mark (`\u0301`, the accent of a decomposed `é`). */
+const MARK = /\p{M}/gu;
+
+/**
+ * A value that is not in Unicode NFC (`cafe\u0301` beside `café`): it reads
+ * like its composed form, so it is shown JSON-quoted with its combining marks
+ * escaped as well (`"cafe\u0301"`), and the two never look the same.
+ */
+function denormalized(value: string): string {
+  return quoted(value).replace(MARK, escapeChar);
 }
 
 /** An ordering key as shown: `namespace/subject`, each part by {@link displayValue}, so different keys never read the same. */
