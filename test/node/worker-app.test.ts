@@ -324,7 +324,8 @@ describe("operator routes", () => {
       expect([refused.status, refused.json.error?.code], JSON.stringify(filter)).toEqual([400, "invalid_request"]);
     }
     const appended = await call("POST", "/v1/journals/usage/append", { body: { event: { ...event(1), record: { ...event(1).record, namespace: "lone\ud800" } } } });
-    expect([appended.status, appended.json.error?.code, appended.json.error?.fields?.["rule"]]).toEqual([400, "invalid_event", "namespace"]);
+    const refusal = appended.json.error as { code: string; fields?: Record<string, unknown> } | undefined;
+    expect([appended.status, refusal?.code, refusal?.fields?.["rule"]]).toEqual([400, "invalid_event", "namespace"]);
     expect((await journal.stats(billing)).pending).toBe(0);
   });
 
