@@ -484,7 +484,8 @@ export class QuarantineReview {
     // Give the download a moment to start before the URL is revoked.
     setTimeout(() => URL.revokeObjectURL(url), 30_000);
     const message = `Exported ${formatCount(count)} event${count === 1 ? "" : "s"} with their attempt histories to ${filename}.`;
-    this.#showBulk("success", message);
+    // Which filter the file holds: the inputs may have changed while it was read.
+    this.#showBulk("success", message, " It holds what matched (", ...this.#filterText(filter), ").");
     announce(message);
   }
 }
