@@ -23,6 +23,9 @@
  *   twice. Calls that are idempotent (append, appendBatch, ack, quarantine,
  *   prune and every read) are repeated after any of them: appends are
  *   idempotent on their request id, so a retried append never journals twice.
+ *   (An ack is idempotent while its event is stored: a retry after a try that
+ *   may have committed that finds the event gone, pruned or dropped meanwhile,
+ *   reports the ack done rather than `not_outstanding`.)
  *   The others (claim, extend, nack, release, discard) are repeated only when
  *   the answer says nothing was committed: a 429, or a journal `backend` 503
  *   whose error carries the marks of a full or overloaded storage object
@@ -77,7 +80,7 @@ import {
   checkPrune,
   checkQuarantine,
 } from "../journal/arguments.js";
-import { BackendError, InvalidArgumentError, JournalError } from "../journal/errors.js";
+import { BackendError, InvalidArgumentError, JournalError, NotOutstandingError } from "../journal/errors.js";
 import { checkCapacity, checkInteger, checkJournalName, checkUsageEvent, orderingKeyText, parseConsumerId, storedUsageEvent } from "../journal/event.js";
 import type {
   AckResult,
@@ -247,6 +250,8 @@ interface Call<T> {
   readonly idempotent: boolean;
   /** Reads the parsed body of a 2xx answer into the result; throws when it is not the API's answer (see {@link answer}). */
   readonly read: (body: unknown) => T;
+  /** Told before a retry that follows a try whose outcome is unknown (it may have committed). */
+  readonly onUncertainRetry?: () => void;
 }
 
 /** Per-call options of {@link HttpJournal.appendBatch}. */
@@ -509,6 +514,7 @@ export class HttpJournal implements UsageJournal {
         mayRetry = !signal?.aborted && retryableFailure(error, call.idempotent);
       }
       if (!mayRetry || attempt >= this.attemptsPerCall) throw failure;
+      if (!refusedBeforeCommit(failure as JournalError)) call.onUncertainRetry?.();
       // Never sooner than the server asked (a 429 or 503 with Retry-After); and not at all when it asked
       // for longer than this client waits between tries: the caller has the wait on the error.
       const asked = requestedWait(failure);
@@ -797,7 +803,13 @@ export class HttpJournal implements UsageJournal {
     let sent: AckResult[] = [];
     if (valid.length > 0) {
       const read = answer(fields({ results: listOf(isAckResult, valid.length) }), (body: { results: WireAckResult[] }) => decodeAcks(body.results));
-      sent = await this.send({ method: "POST", path: "/ack", body: { deliveries: valid }, idempotent: true, read });
+      let uncertain = false;
+      sent = await this.send({ method: "POST", path: "/ack", body: { deliveries: valid }, idempotent: true, read, onUncertainRetry: () => (uncertain = true) });
+      // A retry after a try that may have committed: an event no longer stored was pruned (only once every
+      // consumer, this one included, finished it, so this ack committed then) or dropped; either way the
+      // consumer is done with it. Ack is idempotent only while the event is stored, so that answer is not
+      // the ack's: it is reported acknowledged, not `not_outstanding` (which reads as "the lease was lost").
+      if (uncertain) sent = sent.map((result) => (!result.ok && result.error instanceof NotOutstandingError && !result.error.eventStored ? { ok: true } : result));
     }
     let next = 0;
     return checked.map((delivery) => (delivery instanceof JournalError ? { ok: false, error: delivery } : sent[next++]!));
