@@ -380,10 +380,14 @@ export class StoreObject<Env extends StoreObjectEnv = StoreObjectEnv> extends Du
    */
   async leaseAssertHeld(store: string, name: string, epoch: number): Promise<StoreOutcome<void>> {
     return this.serve(store, async (s) => {
-      await s.leaser.assertHeld(name, epoch);
       const entry = this.leases.get(name);
-      if (entry !== undefined && entry.lease.epoch === epoch) this.heartbeat(name, entry);
-      else this.hold(name, await adoptLease(s.leaser, name, epoch));
+      if (entry !== undefined && entry.lease.epoch === epoch) {
+        await s.leaser.assertHeld(name, epoch);
+        this.heartbeat(name, entry);
+      } else {
+        // The adoption checks the row as assertHeld would (`lease_lost` when it is not this grant's).
+        this.hold(name, await adoptLease(s.leaser, name, epoch));
+      }
     });
   }
 

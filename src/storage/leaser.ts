@@ -33,7 +33,7 @@
  * whatever its renewal is doing, so a renewal that never settles, or an
  * `onRenewError` that throws, cannot keep the signal from aborting.
  */
-import type { Engine, EngineTransaction } from "../engine.js";
+import type { Engine } from "../engine.js";
 import { LeaseHeldError, LeaseLostError, InvalidArgumentError } from "./errors.js";
 import { holds } from "./fence.js";
 import { storeLayout, type LeaseRow, type StoreLayout } from "./layout.js";
@@ -235,7 +235,7 @@ class EngineLeaser implements Leaser {
   async releaseEpoch(name: string, epoch: number): Promise<void> {
     validateName(name);
     checkCount("epoch", epoch, 1);
-    await transact(this.engine, "readwrite", "lease.release", undefined, (tx) => clearGrant(tx, this.config.layout, name, epoch));
+    await clearGrant(this.engine, this.config.layout, name, epoch);
   }
 }
 
@@ -271,12 +271,14 @@ function engineLeaser(leaser: Leaser): EngineLeaser {
   return leaser;
 }
 
-/** Clear the row of `name` if it still names the unexpired or unreleased grant at `epoch` (never a later holder's). */
-async function clearGrant(tx: EngineTransaction, layout: StoreLayout, name: string, epoch: number): Promise<void> {
-  const row = await tx.get<LeaseRow>(layout.lease(name));
-  if (row !== undefined && row.epoch === epoch && row.expiresAt !== 0) {
-    tx.put(layout.lease(name), { epoch, expiresAt: 0 } satisfies LeaseRow);
-  }
+/** Clear the row of `name` while it still names the grant at `epoch` unreleased (never a later holder's): one transaction. */
+function clearGrant(engine: Engine, layout: StoreLayout, name: string, epoch: number, options?: CallOptions): Promise<void> {
+  return transact(engine, "readwrite", "lease.release", options, async (tx) => {
+    const row = await tx.get<LeaseRow>(layout.lease(name));
+    if (row !== undefined && row.epoch === epoch && row.expiresAt !== 0) {
+      tx.put(layout.lease(name), { epoch, expiresAt: 0 } satisfies LeaseRow);
+    }
+  });
 }
 
 class HeldLease implements Lease {
@@ -367,7 +369,7 @@ class HeldLease implements Lease {
   /** Clear the row a renewal wrote after this holder gave the lease up at its expiry (failures go to `onRenewError`: the row then runs out at that renewal's expiry). */
   private async clearAfterLoss(): Promise<void> {
     try {
-      await transact(this.engine, "readwrite", "lease.release", undefined, (tx) => clearGrant(tx, this.config.layout, this.name, this.epoch));
+      await clearGrant(this.engine, this.config.layout, this.name, this.epoch);
     } catch (error) {
       this.reportRenewError(error);
     }
@@ -398,7 +400,7 @@ class HeldLease implements Lease {
     this.releasing = true;
     this.lose();
     // Only our own grant is cleared; a later holder's row is left alone.
-    await transact(this.engine, "readwrite", "lease.release", options, (tx) => clearGrant(tx, this.config.layout, this.name, this.epoch));
+    await clearGrant(this.engine, this.config.layout, this.name, this.epoch, options);
     this.released = true;
   }
 }

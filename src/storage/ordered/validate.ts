@@ -52,7 +52,6 @@ export const UNRANKED: Rank = Object.freeze({ ranked: false, value: 0 });
 /** The canonical not-due state (`Due{State: NotDue, UnixMillis: 0}`): what a tombstone carries. */
 export const NOT_DUE: Due = Object.freeze({ state: "not_due", unixMillis: 0 });
 
-
 /** Whether `value` is a valid stable key (see {@link validateStableKey}). */
 export function isValidStableKey(value: unknown): value is string {
   if (typeof value !== "string") return false;
