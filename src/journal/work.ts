@@ -839,17 +839,8 @@ export class Work {
     const scan = this.pruneScan(now, limit);
     const due = await this.tx.scan(scan.range, scan.options);
     if (this.readsAhead && due.length > 0) {
-      // What deleting each event reads: the event, every consumer's unfinished row, and the consumers' counters
-      // (of the registering ones too: how far their walks came, which no delivered event has reached).
-      const keys: Key[] = [...meta.consumers, ...(meta.registering ?? [])]
-        .filter((consumer) => !this.consumers.has(consumer))
-        .map((consumer) => this.layout.consumer(consumer));
-      for (const entry of due) {
-        const position = lastPart(entry.key);
-        keys.push(this.layout.event(position));
-        for (const consumer of meta.consumers) keys.push(this.layout.unfinished(consumer, position));
-      }
-      this.tx = await readAhead(this.tx, keys);
+      const positions = due.map((entry) => lastPart(entry.key));
+      this.tx = await readAhead(this.tx, [...positions.map((position) => this.layout.event(position)), ...this.pruneReads(meta, positions)]);
     }
     const deferred: DeferredDeletes = { events: [], finished: new Map() };
     for (const entry of due) await this.deleteEvent(lastPart(entry.key), now, deferred);
@@ -859,6 +850,22 @@ export class Work {
     this.flushDeletes(deferred);
     if (due.length < limit) this.sweptThrough = Math.max(cutoff, this.sweptThrough ?? cutoff);
     return due.length;
+  }
+
+  /**
+   * What deleting the delivered events at `positions` reads besides their
+   * event rows (see {@link deleteEvent}), for a read ahead: every registered
+   * consumer's unfinished row of each, and the consumers' counters not read
+   * yet (of the registering ones too: how far their walks came; a delivered
+   * event lies past every walk, so no registering consumer's rows of it are
+   * read).
+   */
+  private pruneReads(meta: MetaRow, positions: readonly number[]): Key[] {
+    const keys: Key[] = [...meta.consumers, ...(meta.registering ?? [])]
+      .filter((consumer) => !this.consumers.has(consumer))
+      .map((consumer) => this.layout.consumer(consumer));
+    for (const position of positions) for (const consumer of meta.consumers) keys.push(this.layout.unfinished(consumer, position));
+    return keys;
   }
 
   /** The scan of `prune(now, limit)`: delivered events whose window has passed at `now`. */
@@ -1005,20 +1012,14 @@ export class Work {
       if (this.readsAhead && chunk.length > 0) {
         // What walking the chunk reads: the events' `x` entries and the heads of keys not known yet; and,
         // for the events whose window has passed (prunable if their `x` entry is there, which the same read
-        // tells), what pruning one reads, as `prune` reads it ahead: every other consumer's unfinished row
-        // and counters, and the event row (cached from this scan, not read again).
+        // tells), what pruning one reads, as `prune` reads it ahead (their event rows are this scan's).
         const events = chunk.map((entry) => entry.value);
         const delivered = anyDelivered ? events.map(({ position, event }) => this.layout.delivered(event.observedAt, position)) : [];
         const heads = events
           .filter(({ event }) => !headed.has(keyText(event)))
           .map(({ event }) => this.layout.head(consumer, event.orderingKey.namespace, event.orderingKey.subject));
         const passed = anyDelivered && now !== null ? chunk.filter((entry) => this.windowPassed(entry.value.event, now)) : [];
-        const pruneReads: Key[] = [];
-        if (passed.length > 0) {
-          const others = [...meta.consumers, ...registering.filter((other) => other !== consumer)];
-          for (const other of others) if (!this.consumers.has(other)) pruneReads.push(this.layout.consumer(other));
-          for (const entry of passed) for (const other of others) pruneReads.push(this.layout.unfinished(other, entry.value.position));
-        }
+        const pruneReads = passed.length > 0 ? this.pruneReads(meta, passed.map((entry) => entry.value.position)) : [];
         this.tx = await readAhead(
           this.tx,
           [...delivered, ...pruneReads],
